@@ -1,0 +1,171 @@
+"""ORM tables of the lenscope store."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+SCHEMA_VERSION = 1
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every lenscope table."""
+
+
+class Meta(Base):
+    """Key/value facts about the store itself (schema version)."""
+
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(256))
+
+
+class ModelRecord(Base):
+    """A target model as loaded (source + file + dtype identify it)."""
+
+    __tablename__ = "models"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    source: Mapped[str] = mapped_column(String(512))
+    num_layers: Mapped[int] = mapped_column(Integer)
+    hidden_size: Mapped[int] = mapped_column(Integer)
+    info: Mapped[dict] = mapped_column(JSON, default=dict)
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class Prompt(Base):
+    """A user prompt, identified by the hash of its text."""
+
+    __tablename__ = "prompts"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    text: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(64), default="user")
+    source_ref: Mapped[str] = mapped_column(String(256), default="")
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class Run(Base):
+    """One generation of a model for a prompt with given settings (the cache key)."""
+
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"))
+    prompt_id: Mapped[int] = mapped_column(ForeignKey("prompts.id"))
+    settings: Mapped[dict] = mapped_column(JSON)
+    response: Mapped[str] = mapped_column(Text)
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    finished: Mapped[bool] = mapped_column(Boolean)
+    layers: Mapped[list] = mapped_column(JSON)
+    features_hash: Mapped[str] = mapped_column(String(64))
+    features_path: Mapped[str] = mapped_column(String(512))
+    duration_s: Mapped[float] = mapped_column(Float)
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    model: Mapped[ModelRecord] = relationship()
+    prompt: Mapped[Prompt] = relationship()
+
+
+class TokenFeature(Base):
+    """Per-token scalar features of a run (the hidden states live in the tensor file)."""
+
+    __tablename__ = "token_features"
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_id: Mapped[int] = mapped_column(Integer)
+    token: Mapped[str] = mapped_column(String(256))
+    generated: Mapped[bool] = mapped_column(Boolean)
+    entropy: Mapped[float] = mapped_column(Float)
+
+
+class Dataset(Base):
+    """A named collection of runs (what ``lenscope collect`` builds)."""
+
+    __tablename__ = "datasets"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"))
+    config: Mapped[dict] = mapped_column(JSON)
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class DatasetRun(Base):
+    """Membership of a run in a dataset, with the scenario it belongs to."""
+
+    __tablename__ = "dataset_runs"
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id", ondelete="CASCADE"), primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    scenario: Mapped[str] = mapped_column(String(64), default="chat")
+
+
+class Predictor(Base):
+    """A trained length predictor (EGTP head, PLP, drafter, probe, baseline)."""
+
+    __tablename__ = "predictors"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id"), nullable=True)
+    dataset_id: Mapped[int | None] = mapped_column(ForeignKey("datasets.id"), nullable=True)
+    config: Mapped[dict] = mapped_column(JSON, default=dict)
+    metrics: Mapped[dict] = mapped_column(JSON, default=dict)
+    artifact_path: Mapped[str] = mapped_column(String(512), default="")
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class Prediction(Base):
+    """A predictor's estimate of the remaining length of a run after ``step`` generated tokens."""
+
+    __tablename__ = "predictions"
+    __table_args__ = (UniqueConstraint("predictor_id", "run_id", "step"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    predictor_id: Mapped[int] = mapped_column(ForeignKey("predictors.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    predicted: Mapped[float] = mapped_column(Float)
+    true: Mapped[float] = mapped_column(Float)
+    split: Mapped[str] = mapped_column(String(16), default="test")
+
+
+class Trace(Base):
+    """An imported request trace (arrival times with prompt and output token counts)."""
+
+    __tablename__ = "traces"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(256))
+    source: Mapped[str] = mapped_column(String(64))
+    n_requests: Mapped[int] = mapped_column(Integer)
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+class TraceRequest(Base):
+    """One request of a trace; ``run_id`` links requests built from the app's own runs."""
+
+    __tablename__ = "trace_requests"
+    trace_id: Mapped[int] = mapped_column(ForeignKey("traces.id", ondelete="CASCADE"), primary_key=True)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    arrival_s: Mapped[float] = mapped_column(Float)
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), nullable=True)
+
+
+class Result(Base):
+    """Any computed analysis result (evaluation tables, correlations, benchmarks), keyed by content."""
+
+    __tablename__ = "results"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(256))
+    config: Mapped[dict] = mapped_column(JSON, default=dict)
+    payload: Mapped[dict] = mapped_column(JSON, default=dict)
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)

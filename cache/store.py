@@ -1,0 +1,318 @@
+"""High-level access to the lenscope store: runs keyed by content, features, predictions, traces."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from sqlalchemy import create_engine, delete, event, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from cache.schema import (
+    SCHEMA_VERSION, Base, Dataset, DatasetRun, Meta, ModelRecord, Prediction, Predictor, Prompt,
+    Result, Run, TokenFeature, Trace, TraceRequest,
+)
+from cache.tensors import TensorStore
+from lenscope.settings import get_settings
+from models.target import Generation, SequenceFeatures, TargetModel
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 hex digest of a string."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def json_key(*parts: object) -> str:
+    """Content key of JSON-serialisable parts (sorted keys, so dict order does not matter)."""
+    return text_hash(json.dumps(parts, sort_keys=True, default=str))
+
+
+@dataclass
+class StoredRun:
+    """A run read back from the store, with its features."""
+
+    id: int
+    prompt_id: int
+    prompt: str
+    response: str
+    prompt_len: int
+    output_length: int
+    finished: bool
+    settings: dict
+    features: SequenceFeatures
+
+    @property
+    def layers(self) -> list[int]:
+        return sorted(self.features.hidden)
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+class Store:
+    """The lenscope store: one SQLAlchemy database plus a content-addressed tensor directory."""
+
+    def __init__(self, url: str | None = None, tensor_dir: Path | None = None) -> None:
+        settings = get_settings()
+        self.url = url or settings.db_url
+        if self.url.startswith("sqlite:///"):
+            Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = create_engine(self.url)
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        Base.metadata.create_all(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.tensors = TensorStore(tensor_dir or settings.tensor_dir)
+        with self.session() as s:
+            if s.get(Meta, "schema_version") is None:
+                s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A transaction: committed on success, rolled back on error."""
+        with self._sessions() as s, s.begin():
+            yield s
+
+    # models and prompts -------------------------------------------------------------------
+    def ensure_model(self, target: TargetModel) -> int:
+        """Id of the model row for ``target`` (created on first use)."""
+        with self.session() as s:
+            row = s.scalar(select(ModelRecord).where(ModelRecord.key == target.key))
+            if row is None:
+                row = ModelRecord(key=target.key, source=target.source.spec, num_layers=target.num_layers,
+                                  hidden_size=target.hidden_size,
+                                  info={"gguf_file": target.source.gguf_file, "dtype": target.dtype})
+                s.add(row)
+                s.flush()
+            return row.id
+
+    def ensure_prompt(self, text: str, source: str = "user", source_ref: str = "") -> int:
+        """Id of the prompt row for ``text`` (created on first use)."""
+        digest = text_hash(text)
+        with self.session() as s:
+            row = s.scalar(select(Prompt).where(Prompt.content_hash == digest))
+            if row is None:
+                row = Prompt(content_hash=digest, text=text, source=source, source_ref=source_ref)
+                s.add(row)
+                s.flush()
+            return row.id
+
+    # runs ------------------------------------------------------------------------------------
+    @staticmethod
+    def run_key(model_key: str, prompt: str, settings: dict, layers: Sequence[int]) -> str:
+        """Cache key of a generation: model, prompt text, sampling settings and recorded layers."""
+        return json_key(model_key, text_hash(prompt), settings, sorted(layers))
+
+    def find_run(self, key: str) -> int | None:
+        """Id of the run stored under ``key``, if any."""
+        with self.session() as s:
+            return s.scalar(select(Run.id).where(Run.key == key))
+
+    def save_run(self, target: TargetModel, prompt: str, generation: Generation,
+                 source: str = "user", source_ref: str = "") -> int:
+        """Store a generation (metadata, token rows, tensors); returns its run id."""
+        feats = generation.features
+        layers = sorted(feats.hidden)
+        key = self.run_key(target.key, prompt, generation.settings, layers)
+        existing = self.find_run(key)
+        if existing is not None:
+            return existing
+        tensors = {
+            "input_ids": feats.input_ids, "entropy": feats.entropy.float(),
+            "topk_ids": feats.topk_ids, "topk_probs": feats.topk_probs.float(),
+            **{f"hidden.{layer}": feats.hidden[layer].half() for layer in layers},
+        }
+        digest, path = self.tensors.put(tensors)
+        model_id = self.ensure_model(target)
+        prompt_id = self.ensure_prompt(prompt, source, source_ref)
+        with self.session() as s:
+            run = Run(key=key, model_id=model_id, prompt_id=prompt_id, settings=generation.settings,
+                      response=generation.text, prompt_tokens=generation.prompt_len,
+                      output_tokens=generation.output_length, finished=generation.finished, layers=layers,
+                      features_hash=digest, features_path=str(path), duration_s=generation.duration_s)
+            s.add(run)
+            s.flush()
+            s.add_all(
+                TokenFeature(run_id=run.id, position=i, token_id=int(tid), token=tok[:256],
+                             generated=i >= generation.prompt_len, entropy=float(h))
+                for i, (tid, tok, h) in enumerate(zip(feats.input_ids.tolist(), feats.tokens,
+                                                       feats.entropy.tolist()))
+            )
+            return run.id
+
+    def load_run(self, run_id: int) -> StoredRun:
+        """Read a run and its features back (hidden states as float32)."""
+        with self.session() as s:
+            run = s.get(Run, run_id)
+            if run is None:
+                raise KeyError(f"no run with id {run_id}")
+            tokens = list(s.scalars(select(TokenFeature.token).where(TokenFeature.run_id == run_id)
+                                    .order_by(TokenFeature.position)))
+            prompt = run.prompt.text
+        t = self.tensors.get(run.features_hash)
+        hidden = {int(k.split(".", 1)[1]): v.float() for k, v in t.items() if k.startswith("hidden.")}
+        feats = SequenceFeatures(input_ids=t["input_ids"], tokens=tokens, entropy=t["entropy"],
+                                 topk_ids=t["topk_ids"], topk_probs=t["topk_probs"], hidden=hidden)
+        return StoredRun(id=run.id, prompt_id=run.prompt_id, prompt=prompt, response=run.response,
+                         prompt_len=run.prompt_tokens, output_length=run.output_tokens,
+                         finished=run.finished, settings=run.settings, features=feats)
+
+    def runs_frame(self, dataset: str | None = None) -> pd.DataFrame:
+        """One row per run (optionally of one dataset): ids, prompt, lengths, scenario."""
+        cols = [Run.id.label("run_id"), Run.prompt_id, Prompt.text.label("prompt"), Prompt.source,
+                Run.prompt_tokens, Run.output_tokens, Run.finished, Run.model_id, Run.created]
+        query = select(*cols).join(Prompt, Prompt.id == Run.prompt_id)
+        if dataset is not None:
+            query = (select(*cols, DatasetRun.scenario).join(Prompt, Prompt.id == Run.prompt_id)
+                     .join(DatasetRun, DatasetRun.run_id == Run.id)
+                     .join(Dataset, Dataset.id == DatasetRun.dataset_id).where(Dataset.name == dataset))
+        with self.session() as s:
+            rows = s.execute(query.order_by(Run.id)).mappings().all()
+        return pd.DataFrame([dict(r) for r in rows],
+                            columns=[c.name for c in cols] + (["scenario"] if dataset else []))
+
+    # datasets --------------------------------------------------------------------------------
+    def ensure_dataset(self, name: str, model_id: int, config: dict) -> int:
+        """Id of dataset ``name`` (created on first use; its config is kept from creation)."""
+        with self.session() as s:
+            row = s.scalar(select(Dataset).where(Dataset.name == name))
+            if row is None:
+                row = Dataset(name=name, model_id=model_id, config=config)
+                s.add(row)
+                s.flush()
+            return row.id
+
+    def add_to_dataset(self, dataset_id: int, run_id: int, scenario: str) -> None:
+        """Put a run into a dataset (idempotent)."""
+        with self.session() as s:
+            if s.get(DatasetRun, (dataset_id, run_id)) is None:
+                s.add(DatasetRun(dataset_id=dataset_id, run_id=run_id, scenario=scenario))
+
+    def datasets_frame(self) -> pd.DataFrame:
+        """Datasets with their size and creation time."""
+        with self.session() as s:
+            rows = s.execute(select(Dataset.id, Dataset.name, Dataset.config, Dataset.created)).all()
+            counts = {d: len(s.scalars(select(DatasetRun.run_id).where(DatasetRun.dataset_id == d)).all())
+                      for d, *_ in rows}
+        return pd.DataFrame([{"dataset_id": r[0], "name": r[1], "runs": counts[r[0]], "config": r[2],
+                              "created": r[3]} for r in rows],
+                            columns=["dataset_id", "name", "runs", "config", "created"])
+
+    # predictors and predictions -------------------------------------------------------------
+    def save_predictor(self, name: str, kind: str, config: dict, metrics: dict, artifact_path: str = "",
+                       model_id: int | None = None, dataset_id: int | None = None) -> int:
+        """Create or replace predictor ``name`` (its old predictions are dropped); returns its id."""
+        with self.session() as s:
+            old = s.scalar(select(Predictor).where(Predictor.name == name))
+            if old is not None:
+                s.execute(delete(Prediction).where(Prediction.predictor_id == old.id))
+                s.delete(old)
+                s.flush()
+            row = Predictor(name=name, kind=kind, config=config, metrics=metrics, artifact_path=artifact_path,
+                            model_id=model_id, dataset_id=dataset_id)
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def save_predictions(self, predictor_id: int, frame: pd.DataFrame) -> None:
+        """Store rows with columns run_id, step, predicted, true, split."""
+        with self.session() as s:
+            s.add_all(Prediction(predictor_id=predictor_id, run_id=int(r.run_id), step=int(r.step),
+                                 predicted=float(r.predicted), true=float(r.true), split=str(r.split))
+                      for r in frame.itertuples())
+
+    def predictors_frame(self, kind: str | None = None) -> pd.DataFrame:
+        """Trained predictors with their metrics."""
+        query = select(Predictor)
+        if kind is not None:
+            query = query.where(Predictor.kind == kind)
+        with self.session() as s:
+            rows = s.scalars(query.order_by(Predictor.id)).all()
+        return pd.DataFrame([{"predictor_id": p.id, "name": p.name, "kind": p.kind, "config": p.config,
+                              "metrics": p.metrics, "artifact_path": p.artifact_path,
+                              "dataset_id": p.dataset_id, "created": p.created} for p in rows],
+                            columns=["predictor_id", "name", "kind", "config", "metrics", "artifact_path",
+                                     "dataset_id", "created"])
+
+    def predictions_frame(self, predictor_id: int) -> pd.DataFrame:
+        """All predictions of one predictor."""
+        with self.session() as s:
+            rows = s.execute(select(Prediction.run_id, Prediction.step, Prediction.predicted,
+                                    Prediction.true, Prediction.split)
+                             .where(Prediction.predictor_id == predictor_id)
+                             .order_by(Prediction.run_id, Prediction.step)).all()
+        return pd.DataFrame(rows, columns=["run_id", "step", "predicted", "true", "split"])
+
+    # traces -------------------------------------------------------------------------------------
+    def save_trace(self, name: str, source: str, frame: pd.DataFrame) -> int:
+        """Store a trace (columns arrival_s, prompt_tokens, output_tokens, optional run_id) by content."""
+        cols = ["arrival_s", "prompt_tokens", "output_tokens"]
+        digest = text_hash(frame[cols].to_csv(index=False))
+        with self.session() as s:
+            row = s.scalar(select(Trace).where(Trace.content_hash == digest))
+            if row is not None:
+                return row.id
+            row = Trace(content_hash=digest, name=name, source=source, n_requests=len(frame))
+            s.add(row)
+            s.flush()
+            run_ids = frame["run_id"] if "run_id" in frame else [None] * len(frame)
+            s.add_all(TraceRequest(trace_id=row.id, idx=i, arrival_s=float(a), prompt_tokens=int(p),
+                                   output_tokens=int(o), run_id=None if pd.isna(r) else int(r))
+                      for i, (a, p, o, r) in enumerate(zip(frame["arrival_s"], frame["prompt_tokens"],
+                                                           frame["output_tokens"], run_ids)))
+            return row.id
+
+    def traces_frame(self) -> pd.DataFrame:
+        """Stored traces."""
+        with self.session() as s:
+            rows = s.execute(select(Trace.id, Trace.name, Trace.source, Trace.n_requests, Trace.created)).all()
+        return pd.DataFrame(rows, columns=["trace_id", "name", "source", "n_requests", "created"])
+
+    def load_trace(self, trace_id: int) -> pd.DataFrame:
+        """Requests of a trace in order."""
+        with self.session() as s:
+            rows = s.execute(select(TraceRequest.arrival_s, TraceRequest.prompt_tokens,
+                                    TraceRequest.output_tokens, TraceRequest.run_id)
+                             .where(TraceRequest.trace_id == trace_id).order_by(TraceRequest.idx)).all()
+        return pd.DataFrame(rows, columns=["arrival_s", "prompt_tokens", "output_tokens", "run_id"])
+
+    # results ------------------------------------------------------------------------------------
+    def put_result(self, kind: str, name: str, config: dict, payload: dict) -> int:
+        """Store (or replace) the result of an analysis identified by kind + config."""
+        key = json_key(kind, config)
+        with self.session() as s:
+            row = s.scalar(select(Result).where(Result.key == key))
+            if row is None:
+                row = Result(key=key, kind=kind, name=name, config=config, payload=payload)
+                s.add(row)
+            else:
+                row.name, row.payload = name, payload
+            s.flush()
+            return row.id
+
+    def get_result(self, kind: str, config: dict) -> dict | None:
+        """Payload of the result stored for kind + config, or None."""
+        with self.session() as s:
+            row = s.scalar(select(Result).where(Result.key == json_key(kind, config)))
+            return None if row is None else row.payload
+
+    def results_frame(self, kind: str | None = None) -> pd.DataFrame:
+        """Stored results (newest first)."""
+        query = select(Result.id, Result.kind, Result.name, Result.config, Result.payload, Result.created)
+        if kind is not None:
+            query = query.where(Result.kind == kind)
+        with self.session() as s:
+            rows = s.execute(query.order_by(Result.id.desc())).all()
+        return pd.DataFrame(rows, columns=["result_id", "kind", "name", "config", "payload", "created"])
+

@@ -1,0 +1,1 @@
+"""CLI sub-commands; every module here exposes ``register(subparsers)``."""

@@ -1,0 +1,27 @@
+"""Arguments and helpers shared by several CLI commands."""
+
+from __future__ import annotations
+
+import argparse
+
+from tqdm import tqdm
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """``--model``, ``--device`` and ``--dtype`` for commands that load a target model."""
+    parser.add_argument("--model", default="", help="local checkpoint dir, .gguf file or hub id "
+                        "(default: embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+
+
+def load_target(args: argparse.Namespace):
+    """Load the target model named by the common model arguments."""
+    from models.target import TargetModel
+
+    return TargetModel.load(args.model, device=args.device, dtype=args.dtype)
+
+
+def progress_bar(total: int, desc: str) -> tqdm:
+    """A tqdm bar with lenscope's look."""
+    return tqdm(total=total, desc=desc, unit="it", dynamic_ncols=True)

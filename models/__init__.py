@@ -1,0 +1,1 @@
+"""Loading target models and drafters; extracting hidden states and logit summaries."""
