@@ -151,8 +151,8 @@ class Store:
             )
             return run.id
 
-    def load_run(self, run_id: int) -> StoredRun:
-        """Read a run and its features back (hidden states as float32)."""
+    def load_run(self, run_id: int, layers: Sequence[int] | None = None) -> StoredRun:
+        """Read a run and its features back (hidden states as float32; only ``layers`` if given)."""
         with self.session() as s:
             run = s.get(Run, run_id)
             if run is None:
@@ -160,7 +160,9 @@ class Store:
             tokens = list(s.scalars(select(TokenFeature.token).where(TokenFeature.run_id == run_id)
                                     .order_by(TokenFeature.position)))
             prompt = run.prompt.text
-        t = self.tensors.get(run.features_hash)
+        wanted = None if layers is None else {f"hidden.{layer}" for layer in layers}
+        t = self.tensors.get(run.features_hash,
+                             None if wanted is None else lambda k: not k.startswith("hidden.") or k in wanted)
         hidden = {int(k.split(".", 1)[1]): v.float() for k, v in t.items() if k.startswith("hidden.")}
         feats = SequenceFeatures(input_ids=t["input_ids"], tokens=tokens, entropy=t["entropy"],
                                  topk_ids=t["topk_ids"], topk_probs=t["topk_probs"], hidden=hidden)

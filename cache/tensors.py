@@ -5,10 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save
+from safetensors import safe_open
+from safetensors.torch import save
+
 
 def content_hash(tensors: dict[str, torch.Tensor]) -> tuple[str, bytes]:
     """SHA-256 of the safetensors serialisation of ``tensors`` (deterministic key order)."""
@@ -37,9 +40,10 @@ class TensorStore:
             os.replace(tmp, path)
         return digest, path
 
-    def get(self, digest: str) -> dict[str, torch.Tensor]:
-        """Load the tensors stored under ``digest``."""
+    def get(self, digest: str, keys: Callable[[str], bool] | None = None) -> dict[str, torch.Tensor]:
+        """Load the tensors stored under ``digest`` (only the names ``keys`` accepts, if given)."""
         path = self.path_for(digest)
         if not path.exists():
             raise FileNotFoundError(f"tensor file {path} is missing from the store")
-        return load_file(str(path))
+        with safe_open(str(path), framework="pt") as fh:
+            return {k: fh.get_tensor(k) for k in fh.keys() if keys is None or keys(k)}

@@ -1,0 +1,43 @@
+"""Streamlit glue shared by app.py and pages/: cached resources and the model picker.
+
+Weights and the store are created once per process (``st.cache_resource``), never per rerun.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from cache.store import Store
+from models.target import TargetModel
+
+MODEL_KEY = "lenscope_model_spec"
+
+
+@st.cache_resource(show_spinner=False)
+def get_store() -> Store:
+    """The process-wide store (SQLite file or ``LENSCOPE_DB_URL``)."""
+    return Store()
+
+
+@st.cache_resource(show_spinner="Loading model weights (once per process)...")
+def get_target(spec: str, device: str = "auto", dtype: str = "float32") -> TargetModel:
+    """The process-wide target model for ``spec``."""
+    return TargetModel.load(spec, device=device, dtype=dtype)
+
+
+def model_picker() -> TargetModel | None:
+    """Sidebar input for the target model; returns the loaded model or None after showing the error."""
+    spec = st.sidebar.text_input(
+        "Target model", value=st.session_state.get(MODEL_KEY, ""),
+        placeholder="embedded SmolLM2-135M-Instruct",
+        help="Empty for the embedded default; or a local checkpoint dir, a .gguf file, a hub id.",
+    )
+    st.session_state[MODEL_KEY] = spec
+    try:
+        target = get_target(spec.strip())
+    except (ValueError, FileNotFoundError) as exc:
+        st.sidebar.error(str(exc))
+        return None
+    st.sidebar.caption(f"{target.source.spec} · {target.num_layers} layers · d={target.hidden_size} · "
+                       f"{target.device.type}")
+    return target

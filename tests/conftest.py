@@ -1,0 +1,108 @@
+"""Shared fixtures: an isolated store per test, the real embedded model once per session,
+and a live ``streamlit run`` server with a Playwright-driven Chromium for browser tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch) -> Path:
+    """A fresh LENSCOPE_DATA_DIR (SQLite + tensors) for one test."""
+    path = tmp_path / "lenscope-data"
+    monkeypatch.setenv("LENSCOPE_DATA_DIR", str(path))
+    monkeypatch.delenv("LENSCOPE_DB_URL", raising=False)
+    return path
+
+
+@pytest.fixture
+def store(data_dir):
+    """An empty store in the test's data dir."""
+    from cache.store import Store
+
+    return Store()
+
+
+@pytest.fixture(scope="session")
+def target():
+    """The real embedded SmolLM2-135M-Instruct, loaded once for the whole session."""
+    import torch
+
+    from models.target import TargetModel
+
+    torch.manual_seed(0)
+    return TargetModel.load()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def streamlit_server(tmp_path_factory):
+    """``streamlit run app.py`` on a free localhost port with its own data dir; yields the base URL."""
+    port = _free_port()
+    env = {**os.environ, "LENSCOPE_DATA_DIR": str(tmp_path_factory.mktemp("server-data"))}
+    env.pop("LENSCOPE_DB_URL", None)
+    log = open(tmp_path_factory.mktemp("server-log") / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port),
+         "--browser.gatherUsageStats", "false"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited early, see {log.name}")
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError("streamlit did not become healthy in 120 s")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright (never downloads a browser)."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (see .ci/run)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        instance = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh browser page; screenshots go to test-artifacts/."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    yield context.new_page()
+    context.close()
