@@ -97,7 +97,7 @@ class TargetModel:
         try:
             tokenizer = AutoTokenizer.from_pretrained(source.path, **kwargs)
             model = AutoModelForCausalLM.from_pretrained(source.path, dtype=DTYPES[dtype], **kwargs)
-        except OSError as exc:
+        except Exception as exc:  # transformers raises many types for unusable checkpoints
             where = "the local checkpoint" if source.local else "the model hub (is this machine online?)"
             raise ValueError(f"could not load model {source.spec!r} from {where}: {exc}") from exc
         return cls(model.to(pick_device(device)), tokenizer, source, dtype)

@@ -1,0 +1,14 @@
+# The app on the embedded default model, CPU only. Build: docker build -t lenscope .
+# Run: docker run -p 8501:8501 -v lenscope-data:/app/cache/data lenscope
+FROM python:3.11-slim
+RUN apt-get update && apt-get install -y --no-install-recommends make chromium \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY requirements.txt requirements-embedded.txt ./
+# The CPU index keeps torch==2.13.0 a CPU build (PyPI's default Linux wheel is the CUDA one).
+RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt \
+    && pip install --no-cache-dir --no-deps -r requirements-embedded.txt
+COPY . .
+EXPOSE 8501
+CMD ["python", "-m", "streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
+     "--server.headless=true", "--browser.gatherUsageStats=false"]

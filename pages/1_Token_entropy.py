@@ -1,0 +1,68 @@
+"""Token entropy: generate an answer and see the next-token entropy of every prompt and answer token."""
+
+import streamlit as st
+
+from lenscope.figures.entropy import entropy_heatmap, entropy_profile
+from lenscope.runs import generate_cached
+from lenscope.token_view import token_table
+from lenscope.ui import get_store, model_picker
+from models.target import GenerationSettings
+
+st.set_page_config(page_title="Token entropy · lenscope", layout="wide")
+st.title("Token entropy")
+st.caption("H_i = −Σ_v P(v | x_≤i) log P(v | x_≤i): how unsure the target model is about the token after "
+           "each position. EGTP pools hidden states with softmax(H/α) weights built from these values.")
+
+target = model_picker()
+if target is None:
+    st.stop()
+store = get_store()
+
+with st.form("generate"):
+    prompt = st.text_area("Prompt", key="entropy_prompt", height=120,
+                          placeholder="Ask the model something, e.g. 'Explain what a hash map is.'")
+    c1, c2, c3 = st.columns(3)
+    max_new = c1.number_input("Max new tokens", 1, 2048, 128, key="entropy_max_new")
+    temperature = c2.number_input("Temperature", 0.0, 2.0, 0.7, step=0.1, key="entropy_temperature")
+    seed = c3.number_input("Seed", 0, 2**31 - 1, 0, key="entropy_seed")
+    submitted = st.form_submit_button("Generate", type="primary")
+
+if submitted:
+    if not prompt.strip():
+        st.error("The prompt is empty: type something to send to the model.")
+        st.stop()
+    settings = GenerationSettings(int(max_new), float(temperature), 1.0, int(seed))
+    bar = st.progress(0.0, text="Generating...")
+    try:
+        run, hit = generate_cached(store, target, prompt, settings,
+                                   on_token=lambda i, n: bar.progress(i / n, text=f"Generating token {i}/{n}"))
+    except ValueError as exc:
+        bar.empty()
+        st.error(str(exc))
+        st.stop()
+    bar.empty()
+    st.session_state["entropy_run_id"] = run.id
+    st.session_state["entropy_cache_hit"] = hit
+
+run_id = st.session_state.get("entropy_run_id")
+if run_id is None:
+    st.info("Type a prompt and press Generate.")
+    st.stop()
+
+run = store.load_run(run_id, layers=[])
+table = token_table(run, target.tokenizer)
+status = "from the cache" if st.session_state.get("entropy_cache_hit") else "generated now"
+st.subheader("Answer")
+st.markdown(f"Run #{run.id} · {status} · {run.prompt_len} prompt tokens · **{run.output_length} answer "
+            f"tokens** ({'ended with end-of-turn' if run.finished else 'stopped at the token cap'})")
+st.text(run.response)
+width = st.slider("Tokens per row", 8, 32, 16, key="entropy_width")
+st.plotly_chart(entropy_heatmap(table, width), width="stretch")
+st.plotly_chart(entropy_profile(table), width="stretch")
+c1, c2, c3 = st.columns(3)
+c1.metric("Mean entropy, prompt", f"{table.loc[~table['generated'], 'entropy'].mean():.3f}")
+c2.metric("Mean entropy, answer", f"{table.loc[table['generated'], 'entropy'].mean():.3f}")
+c3.metric("Max entropy", f"{table['entropy'].max():.3f}")
+with st.expander("Token table"):
+    st.dataframe(table, width="stretch", hide_index=True)
+    st.download_button("Download CSV", table.to_csv(index=False), f"run-{run.id}-entropy.csv", "text/csv")

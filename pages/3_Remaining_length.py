@@ -1,0 +1,56 @@
+"""Remaining length: progressive length prediction (PLP) during a live generation."""
+
+import streamlit as st
+
+from lenscope.egtp_jobs import PAPER_PLP, PLP_KIND, load_predictor, plp_mae_curve, plp_trajectory, predictor_name, train_plp
+from lenscope.egtp_ui import dataset_picker, head_settings, progress_callback
+from lenscope.figures.egtp import mae_by_step_figure, remaining_length_figure
+from lenscope.runs import generate_cached
+from lenscope.ui import get_store, model_picker
+from models.target import GenerationSettings
+
+st.title("Remaining length (PLP)")
+st.caption("After every generated token, the PLP head predicts how many tokens are still to come, from the "
+           "pooled prompt, the pooled generated tokens and the step count.")
+store = get_store()
+dataset = dataset_picker(store)
+if dataset is not None:
+    layer, alpha = head_settings()
+    name = predictor_name(PLP_KIND, dataset, layer)
+    if st.button("Train PLP head"):
+        bar = st.progress(0.0, text="starting")
+        try:
+            train_plp(store, dataset, layer, alpha, on_progress=progress_callback(bar))
+        except ValueError as exc:
+            st.error(str(exc))
+    try:
+        head, meta, predictor_id = load_predictor(store, PLP_KIND, name)
+    except ValueError:
+        head = None
+        st.info(f"No PLP head for dataset {dataset!r} at layer {layer} yet: click the button above or run "
+                f"`python -m lenscope train-plp --dataset {dataset} --layer {layer}`.")
+    if head is not None:
+        st.subheader("MAE vs observed steps (test split)")
+        st.plotly_chart(mae_by_step_figure(plp_mae_curve(store, predictor_id), PAPER_PLP))
+        st.subheader("Live generation")
+        prompt = st.text_area("Prompt", "Explain in a few sentences why the sky is blue.")
+        max_new = st.slider("Max new tokens", 8, 512, 128)
+        seed = int(st.number_input("Seed", value=0))
+        if st.button("Generate and predict"):
+            target = model_picker()
+            if target is not None:
+                bar = st.progress(0.0, text="generating")
+                layers = sorted(set(target.default_layers()) | {meta["layer"]})
+                try:
+                    run, hit = generate_cached(store, target, prompt, GenerationSettings(max_new, 0.7, 1.0, seed),
+                                               layers, lambda i, n: bar.progress(i / n, text=f"token {i}/{n}"))
+                    st.session_state["plp_run_id"] = run.id
+                except ValueError as exc:
+                    st.error(str(exc))
+        run_id = st.session_state.get("plp_run_id")
+        if run_id is not None:
+            run = store.load_run(run_id, layers=[meta["layer"]])
+            st.caption(f"run {run.id}: {run.output_length} tokens, "
+                       f"{'finished' if run.finished else 'cut at max_new_tokens'}")
+            st.plotly_chart(remaining_length_figure(plp_trajectory(store, head, meta, run)))
+            st.text(run.response)

@@ -1,0 +1,41 @@
+"""Pooling ablation: test MAE of static soft-label heads with EGTP, max, last-token and mean pooling."""
+
+import pandas as pd
+import streamlit as st
+
+from lenscope.egtp_jobs import ABLATION_KIND, PAPER_ABLATION, ablation_config, train_static
+from lenscope.egtp_ui import dataset_picker, head_settings, progress_callback
+from lenscope.figures.egtp import pooling_ablation_figure
+from lenscope.ui import get_store
+
+st.title("Pooling ablation")
+st.caption("Static length prediction from the prompt: one soft-label head per pooling of the prompt's "
+           "hidden states, trained on the train split, MAE on the held-out test prompts.")
+store = get_store()
+dataset = dataset_picker(store)
+if dataset is not None:
+    layer, alpha = head_settings()
+    config = ablation_config(dataset, layer, alpha)
+    if st.button("Train heads (all poolings)"):
+        bar = st.progress(0.0, text="starting")
+        try:
+            train_static(store, dataset, layer=layer, alpha=alpha, on_progress=progress_callback(bar))
+        except ValueError as exc:
+            st.error(str(exc))
+    result = store.get_result(ABLATION_KIND, config)
+    if result is None:
+        st.info(f"No ablation for dataset {dataset!r} at layer {layer}, alpha {alpha} yet: click the button "
+                f"above or run `python -m lenscope train-egtp --dataset {dataset} --layer {layer} "
+                f"--alpha {alpha}`.")
+    else:
+        ours = pd.DataFrame(result["rows"])
+        st.subheader(f"Ours: {dataset}, layer {layer}, alpha {alpha}")
+        table = ours.pivot(index="pooling", columns="scenario", values="mae").round(2)
+        st.dataframe(table)
+        st.caption(f"Test MAE in tokens; constant train-mean baseline: {result['constant_mean_mae']:.2f}. "
+                   f"Test runs per scenario: {ours.groupby('scenario')['n'].first().to_dict()}.")
+        st.plotly_chart(pooling_ablation_figure(ours, PAPER_ABLATION))
+st.subheader("Paper (reference only)")
+st.caption("EGTP paper, pooling ablation on ForeLen with Qwen2.5-7B (MAE, tokens). Different models, data "
+           "and length ranges: compare the ranking, not the values.")
+st.dataframe(PAPER_ABLATION.set_index("pooling"))

@@ -1,0 +1,61 @@
+"""The home page and the Token entropy page, through AppTest and a real browser."""
+
+from lenscope.figures.entropy import entropy_heatmap
+from lenscope.token_view import token_table
+from lenscope.runs import generate_cached
+from models.target import GenerationSettings
+from tests.apptest import open_page
+
+
+def test_heatmap_cells_match_run(store, target):
+    run, _ = generate_cached(store, target, "Hi there.", GenerationSettings(6, 0.7, 1.0, 0))
+    table = token_table(run, target.tokenizer)
+    fig = entropy_heatmap(table, width=8)
+    z = fig.data[0].z
+    cells = [v for row in z for v in row if v == v]
+    assert len(cells) == len(run.features)
+    assert sorted(cells) == sorted(run.features.entropy.tolist())
+    assert "top-5 next" in fig.data[0].hovertext[0][0]
+
+
+def test_home_page_shows_model_and_store(data_dir):
+    at = open_page("app.py").run()
+    assert not at.exception
+    assert any("30 layers" in m.value for m in at.markdown)
+    assert [m.value for m in at.metric] == ["0", "0", "0"]
+    assert any("lenscope collect" in i.value for i in at.info)
+
+
+def test_entropy_page_generates_and_caches(data_dir):
+    at = open_page("pages/1_Token_entropy.py").run()
+    assert not at.exception and at.info[0].value.startswith("Type a prompt")
+    at.text_area(key="entropy_prompt").input("What is 2+2?")
+    at.number_input(key="entropy_max_new").set_value(8)
+    at.button[0].click().run()
+    assert not at.exception and not at.error
+    assert any("generated now" in m.value for m in at.markdown)
+    assert len(at.get("plotly_chart")) == 2
+    at.button[0].click().run()
+    assert any("from the cache" in m.value for m in at.markdown)
+
+
+def test_entropy_page_rejects_empty_prompt(data_dir):
+    at = open_page("pages/1_Token_entropy.py").run()
+    at.text_area(key="entropy_prompt").input("   ")
+    at.button[0].click().run()
+    assert at.error and "empty" in at.error[0].value
+
+
+def test_browser_types_prompt_and_sees_heatmap(streamlit_server, page):
+    from tests.conftest import ARTIFACTS
+
+    page.goto(f"{streamlit_server}/Token_entropy", timeout=120_000)
+    box = page.get_by_label("Prompt")
+    box.wait_for(timeout=180_000)
+    box.fill("Give me a fun fact about octopuses.")
+    page.get_by_label("Max new tokens").fill("24")
+    page.get_by_role("button", name="Generate").click()
+    page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)
+    page.get_by_text("Next-token entropy per token").first.wait_for(timeout=30_000)
+    assert page.locator(".js-plotly-plot").count() >= 2
+    page.screenshot(path=str(ARTIFACTS / "token_entropy.png"), full_page=True)

@@ -1,0 +1,44 @@
+"""Model source resolution: embedded default, local files and dirs, and clear errors."""
+
+import pytest
+
+from models.sources import DEFAULT_SOURCE, EMBEDDED_FILE, embedded_gguf_path, resolve_source
+
+
+def test_embedded_default_is_found_without_import():
+    path = embedded_gguf_path()
+    assert path.name == EMBEDDED_FILE and path.stat().st_size > 50_000_000
+    for spec in ("", None, "embedded:smollm2-135m-instruct"):
+        source = resolve_source(spec)
+        assert source.spec == DEFAULT_SOURCE and source.gguf_file == EMBEDDED_FILE
+
+
+def test_missing_path_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        resolve_source(str(tmp_path / "nope" / "model"))
+
+
+def test_wrong_file_type_and_empty_dir(tmp_path):
+    bad = tmp_path / "weights.bin"
+    bad.write_bytes(b"x")
+    with pytest.raises(ValueError, match="not a .gguf"):
+        resolve_source(str(bad))
+    with pytest.raises(ValueError, match="no config.json"):
+        resolve_source(str(tmp_path))
+
+
+def test_checkpoint_dir_and_hub_id(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    assert resolve_source(str(tmp_path)).gguf_file is None
+    hub = resolve_source("Qwen/Qwen2.5-0.5B-Instruct")
+    assert not hub.local and hub.path == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def test_unloadable_model_reports_source(tmp_path):
+    from models.target import TargetModel
+
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="could not load model"):
+        TargetModel.load(str(tmp_path))
+    with pytest.raises(ValueError, match="dtype"):
+        TargetModel.load("", dtype="int3")
