@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,11 +13,13 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import create_engine, delete, event, select
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cache.migrations import migrate
 from cache.schema import (
-    SCHEMA_VERSION, Base, Dataset, DatasetRun, Meta, ModelRecord, Prediction, Predictor, Prompt,
-    Result, Run, TokenFeature, Trace, TraceRequest,
+    Dataset, DatasetRun, ModelRecord, Prediction, Predictor, Prompt, Result, Run, TokenFeature, Trace,
+    TraceRequest,
 )
 from cache.tensors import TensorStore
 from lenscope.settings import get_settings
@@ -52,10 +55,20 @@ class StoredRun:
         return sorted(self.features.hidden)
 
 
+class StoreUnavailableError(RuntimeError):
+    """The database is locked by another writer for too long, or cannot be reached."""
+
+
+def _unavailable_message(url: str, exc: OperationalError) -> str:
+    reason = str(exc.orig) if exc.orig is not None else str(exc)
+    hint = " (another process holds a write lock; try again)" if "locked" in reason else ""
+    return f"the store database is unavailable: {reason}{hint}"
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout={int(os.environ.get('LENSCOPE_DB_BUSY_TIMEOUT_MS', '30000'))}")
     cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
 
@@ -71,42 +84,59 @@ class Store:
         self.engine: Engine = create_engine(self.url)
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        Base.metadata.create_all(self.engine)
+        try:
+            self.migrations = migrate(self.engine)
+        except OperationalError as exc:
+            raise StoreUnavailableError(_unavailable_message(self.url, exc)) from exc
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.tensors = TensorStore(tensor_dir or settings.tensor_dir)
-        with self.session() as s:
-            if s.get(Meta, "schema_version") is None:
-                s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A transaction: committed on success, rolled back on error."""
-        with self._sessions() as s, s.begin():
-            yield s
+        """A transaction: committed on success, rolled back on error.
+
+        A database that stays locked or unreachable raises :class:`StoreUnavailableError`.
+        """
+        try:
+            with self._sessions() as s, s.begin():
+                yield s
+        except OperationalError as exc:
+            raise StoreUnavailableError(_unavailable_message(self.url, exc)) from exc
 
     # models and prompts -------------------------------------------------------------------
+    def _get_or_create(self, table, where, make) -> int:
+        """Id of the row of ``table`` matching ``where``, inserting ``make()`` if there is none.
+
+        Two clients racing to insert the same row both end up with the one that won.
+        """
+        for _ in range(2):
+            try:
+                with self.session() as s:
+                    row_id = s.scalar(select(table.id).where(where))
+                    if row_id is None:
+                        row = make()
+                        s.add(row)
+                        s.flush()
+                        row_id = row.id
+                    return row_id
+            except IntegrityError:
+                continue
+        raise RuntimeError(f"could not insert or find a {table.__tablename__} row")
+
     def ensure_model(self, target: TargetModel) -> int:
         """Id of the model row for ``target`` (created on first use)."""
-        with self.session() as s:
-            row = s.scalar(select(ModelRecord).where(ModelRecord.key == target.key))
-            if row is None:
-                row = ModelRecord(key=target.key, source=target.source.spec, num_layers=target.num_layers,
-                                  hidden_size=target.hidden_size,
-                                  info={"gguf_file": target.source.gguf_file, "dtype": target.dtype})
-                s.add(row)
-                s.flush()
-            return row.id
+        return self._get_or_create(
+            ModelRecord, ModelRecord.key == target.key,
+            lambda: ModelRecord(key=target.key, source=target.source.spec, num_layers=target.num_layers,
+                                hidden_size=target.hidden_size,
+                                info={"gguf_file": target.source.gguf_file, "dtype": target.dtype}))
 
     def ensure_prompt(self, text: str, source: str = "user", source_ref: str = "") -> int:
         """Id of the prompt row for ``text`` (created on first use)."""
         digest = text_hash(text)
-        with self.session() as s:
-            row = s.scalar(select(Prompt).where(Prompt.content_hash == digest))
-            if row is None:
-                row = Prompt(content_hash=digest, text=text, source=source, source_ref=source_ref)
-                s.add(row)
-                s.flush()
-            return row.id
+        return self._get_or_create(
+            Prompt, Prompt.content_hash == digest,
+            lambda: Prompt(content_hash=digest, text=text, source=source, source_ref=source_ref))
 
     # runs ------------------------------------------------------------------------------------
     @staticmethod
@@ -136,6 +166,14 @@ class Store:
         digest, path = self.tensors.put(tensors)
         model_id = self.ensure_model(target)
         prompt_id = self.ensure_prompt(prompt, source, source_ref)
+        try:
+            return self._insert_run(key, model_id, prompt_id, generation, layers, digest, path)
+        except IntegrityError:  # another client stored the same run meanwhile
+            return self.find_run(key)
+
+    def _insert_run(self, key: str, model_id: int, prompt_id: int, generation: Generation,
+                    layers: list[int], digest: str, path: Path) -> int:
+        feats = generation.features
         with self.session() as s:
             run = Run(key=key, model_id=model_id, prompt_id=prompt_id, settings=generation.settings,
                       response=generation.text, prompt_tokens=generation.prompt_len,
@@ -187,19 +225,17 @@ class Store:
     # datasets --------------------------------------------------------------------------------
     def ensure_dataset(self, name: str, model_id: int, config: dict) -> int:
         """Id of dataset ``name`` (created on first use; its config is kept from creation)."""
-        with self.session() as s:
-            row = s.scalar(select(Dataset).where(Dataset.name == name))
-            if row is None:
-                row = Dataset(name=name, model_id=model_id, config=config)
-                s.add(row)
-                s.flush()
-            return row.id
+        return self._get_or_create(Dataset, Dataset.name == name,
+                                   lambda: Dataset(name=name, model_id=model_id, config=config))
 
     def add_to_dataset(self, dataset_id: int, run_id: int, scenario: str) -> None:
-        """Put a run into a dataset (idempotent)."""
-        with self.session() as s:
-            if s.get(DatasetRun, (dataset_id, run_id)) is None:
-                s.add(DatasetRun(dataset_id=dataset_id, run_id=run_id, scenario=scenario))
+        """Put a run into a dataset (idempotent, also when two clients add it at once)."""
+        try:
+            with self.session() as s:
+                if s.get(DatasetRun, (dataset_id, run_id)) is None:
+                    s.add(DatasetRun(dataset_id=dataset_id, run_id=run_id, scenario=scenario))
+        except IntegrityError:
+            pass
 
     def datasets_frame(self) -> pd.DataFrame:
         """Datasets with their size and creation time."""

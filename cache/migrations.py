@@ -1,0 +1,55 @@
+"""Bring an existing store's database up to the current schema instead of failing on it."""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, inspect, text
+from sqlalchemy.engine import Engine
+
+from cache.schema import SCHEMA_VERSION, Base, Meta
+
+
+def _default_sql(column: Column) -> str:
+    """A DEFAULT clause for a column added to a table that may already hold rows."""
+    default = column.default.arg if column.default is not None and not callable(column.default.arg) else None
+    if default is None:
+        return ""
+    if isinstance(default, bool):
+        return f" DEFAULT {'TRUE' if default else 'FALSE'}"
+    if isinstance(default, (int, float)):
+        return f" DEFAULT {default}"
+    if isinstance(default, str):
+        return " DEFAULT '{}'".format(default.replace("'", "''"))
+    return ""
+
+
+def migrate(engine: Engine) -> list[str]:
+    """Create missing tables, add missing columns (nullable, with their scalar default) and record the
+    schema version. Returns the changes made. A store written by a newer lenscope is refused."""
+    inspector = inspect(engine)
+    existing_tables = set(inspector.get_table_names())
+    changes = [f"create table {t.name}" for t in Base.metadata.sorted_tables if t.name not in existing_tables]
+    Base.metadata.create_all(engine)
+    with engine.begin() as conn:
+        for table in Base.metadata.sorted_tables:
+            if table.name not in existing_tables:
+                continue
+            present = {c["name"] for c in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name in present:
+                    continue
+                kind = column.type.compile(engine.dialect)
+                conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'
+                                  f"{_default_sql(column)}"))
+                changes.append(f"add column {table.name}.{column.name}")
+        row = conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).first()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise ValueError(f"the store at {engine.url.render_as_string(hide_password=True)} has schema "
+                             f"version {version}, newer than this lenscope ({SCHEMA_VERSION}): upgrade lenscope")
+        if row is None:
+            conn.execute(Meta.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+        elif version < SCHEMA_VERSION:
+            conn.execute(Meta.__table__.update().where(Meta.key == "schema_version")
+                         .values(value=str(SCHEMA_VERSION)))
+            changes.append(f"schema version {version} -> {SCHEMA_VERSION}")
+    return changes
