@@ -61,35 +61,42 @@ def detect_format(columns) -> str:
     raise ValueError(f"unknown trace columns {list(columns)}; expected one of {expected}")
 
 
-def _tokens(column: pd.Series, name: str) -> pd.Series:
+def _tokens(column: pd.Series) -> tuple[pd.Series, pd.Series]:
     values = pd.to_numeric(column, errors="coerce")
-    bad = values.isna() | (values < 1) | (values != values.round())
-    if bad.any():
-        raise ValueError(f"column {name!r} needs whole numbers >= 1; bad CSV lines {_line_list(bad)}")
-    return values.astype(np.int64)
+    return values, values.isna() | (values < 1) | (values != values.round())
 
 
 def parse_trace(raw: pd.DataFrame, fmt: str | None = None) -> pd.DataFrame:
-    """Convert raw CSV columns of a known format into the canonical trace frame."""
+    """Convert raw CSV columns of a known format into the canonical trace frame.
+
+    All problems are collected and reported together, each with its CSV line numbers."""
     fmt = fmt or detect_format(raw.columns)
     t_col, p_col, o_col = FORMATS[fmt]
+    if raw.empty:
+        raise ValueError("trace has no requests")
+    problems = []
     if fmt == "azure":
         stamps = pd.to_datetime(raw[t_col], errors="coerce", format="mixed")
-        bad = stamps.isna()
-        if bad.any():
-            raise ValueError(f"column {t_col!r} has unreadable timestamps; bad CSV lines {_line_list(bad)}")
+        bad_time = stamps.isna()
         arrival = (stamps - stamps.min()).dt.total_seconds()
+        time_rule = "readable timestamps"
     else:
         arrival = pd.to_numeric(raw[t_col], errors="coerce")
-        bad = arrival.isna() | (arrival < 0) | ~np.isfinite(arrival.fillna(0))
+        bad_time = arrival.isna() | (arrival < 0) | ~np.isfinite(arrival.fillna(0))
+        arrival = (arrival / 1e9 if fmt == "llmservingsim" else arrival)
+        arrival = arrival - arrival[~bad_time].min() if (~bad_time).any() else arrival
+        time_rule = "non-negative numbers"
+    if bad_time.any():
+        problems.append(f"column {t_col!r} needs {time_rule}: CSV lines {_line_list(bad_time)}")
+    prompt, bad_prompt = _tokens(raw[p_col])
+    output, bad_output = _tokens(raw[o_col])
+    for col, bad in ((p_col, bad_prompt), (o_col, bad_output)):
         if bad.any():
-            raise ValueError(f"column {t_col!r} needs non-negative numbers; bad CSV lines {_line_list(bad)}")
-        arrival = arrival / 1e9 if fmt == "llmservingsim" else arrival
-        arrival = arrival - arrival.min()
-    frame = pd.DataFrame({"arrival_s": arrival.astype(float), "prompt_tokens": _tokens(raw[p_col], p_col),
-                          "output_tokens": _tokens(raw[o_col], o_col)})
-    if frame.empty:
-        raise ValueError("trace has no requests")
+            problems.append(f"column {col!r} needs whole numbers >= 1: CSV lines {_line_list(bad)}")
+    if problems:
+        raise ValueError("malformed trace; " + "; ".join(problems))
+    frame = pd.DataFrame({"arrival_s": arrival.astype(float), "prompt_tokens": prompt.astype(np.int64),
+                          "output_tokens": output.astype(np.int64)})
     return frame.sort_values("arrival_s", kind="stable").reset_index(drop=True)
 
 

@@ -17,6 +17,12 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 TOP_K = 5
 
 
+def looks_binary(text: str) -> bool:
+    """True for text with NUL bytes or where over 10% of characters are non-whitespace controls."""
+    controls = sum(1 for ch in text if ord(ch) < 32 and ch not in "\t\n\r")
+    return "\x00" in text or controls > 0.1 * len(text)
+
+
 def pick_device(device: str = "auto") -> torch.device:
     """``auto`` picks CUDA when present, else the CPU."""
     if device == "auto":
@@ -144,6 +150,8 @@ class TargetModel:
         """Token ids of ``prompt`` as a user turn with the chat template (raw text if none)."""
         if not prompt or not prompt.strip():
             raise ValueError("the prompt is empty")
+        if looks_binary(prompt):
+            raise ValueError("the prompt looks like binary data (NUL or many control characters), not text")
         if self.tokenizer.chat_template:
             enc = self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": prompt}], add_generation_prompt=True, return_dict=True

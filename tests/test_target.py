@@ -62,6 +62,8 @@ def test_greedy_generation_stops_at_end_of_turn(target):
 def test_bad_inputs_are_clear_errors(target):
     with pytest.raises(ValueError, match="empty"):
         target.chat_ids("   ")
+    with pytest.raises(ValueError, match="binary"):
+        target.chat_ids("PK\x03\x04\x00\x00 zip bytes")
     with pytest.raises(ValueError, match="context"):
         target.chat_ids("word " * 9000)
     with pytest.raises(ValueError, match="outside"):

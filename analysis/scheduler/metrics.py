@@ -86,18 +86,3 @@ def instance_load(result: SimResult, bins: int = 200) -> pd.DataFrame:
         rows.append(pd.DataFrame({"instance": inst, "role": role, "t_s": (lo + hi) / 2,
                                   "batch_size": busy / (hi - lo), "kv_tokens": kv.to_numpy()}))
     return pd.concat(rows, ignore_index=True)
-
-
-def latency_cdf(result: SimResult, metric: str = "e2e_s", points: int = 200) -> pd.DataFrame:
-    """Empirical CDF of a latency metric at ``points`` quantiles."""
-    values = request_latencies(result)[metric].dropna().to_numpy()
-    q = np.linspace(0, 1, points)
-    return pd.DataFrame({"latency_s": np.quantile(values, q), "cdf": q})
-
-
-def timeline_sample(result: SimResult, n: int = 300, seed: int = 0) -> pd.DataFrame:
-    """A random sample of requests (sorted by arrival) with their waiting/prefill/decode phases."""
-    lat = request_latencies(result)
-    if len(lat) > n:
-        lat = lat.sample(n=n, random_state=seed)
-    return lat.sort_values("arrival_s").reset_index(drop=True)
