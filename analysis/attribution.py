@@ -49,7 +49,7 @@ def head_loss_fn(head: SoftLabelHead, entropy: torch.Tensor, true_length: float,
 def pooled_importance(head: SoftLabelHead, hidden: torch.Tensor, entropy: torch.Tensor, true_length: float,
                       pooling: str = "egtp", alpha: float = 1.0) -> torch.Tensor:
     """Pooling path: ``||dL/dh_t||_2`` for states ``hidden [T, d]`` at the head's own layer ([T])."""
-    states = hidden.detach().float()[None].clone().requires_grad_(True)
+    states = hidden.detach()[None].clone().requires_grad_(True)
     grads = Saliency(head_loss_fn(head, entropy, true_length, pooling, alpha)).attribute(states, abs=False)
     return grads[0].norm(dim=-1).detach()
 

@@ -40,7 +40,7 @@ def remaining_frame(run_id: int, output_length: int, max_step: int | None = None
 
 def plp_inputs(prompt_feature: torch.Tensor, generated_prefix: torch.Tensor, steps) -> torch.Tensor:
     """PLP inputs [S, 2d + 1] for ``steps``; ``generated_prefix[t-1]`` summarises the first ``t`` tokens."""
-    steps_t = torch.as_tensor(np.asarray(steps), dtype=torch.long)
+    steps_t = torch.tensor(np.array(steps), dtype=torch.long)
     d = prompt_feature.shape[0]
     summary = torch.zeros(len(steps_t), d, dtype=prompt_feature.dtype)
     seen = steps_t > 0

@@ -42,7 +42,7 @@ if dataset is not None:
                 bar = st.progress(0.0, text="generating")
                 layers = sorted(set(target.default_layers()) | {meta["layer"]})
                 try:
-                    run, hit = generate_cached(store, target, prompt, GenerationSettings(max_new, 0.7, 1.0, seed),
+                    run, _ = generate_cached(store, target, prompt, GenerationSettings(max_new, 0.7, 1.0, seed),
                                                layers, lambda i, n: bar.progress(i / n, text=f"token {i}/{n}"))
                     st.session_state["plp_run_id"] = run.id
                 except ValueError as exc:

@@ -55,10 +55,16 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def streamlit_server(tmp_path_factory):
+def server_data_dir(tmp_path_factory) -> Path:
+    """LENSCOPE_DATA_DIR of the live streamlit server (browser tests may seed its store)."""
+    return tmp_path_factory.mktemp("server-data")
+
+
+@pytest.fixture(scope="session")
+def streamlit_server(tmp_path_factory, server_data_dir):
     """``streamlit run app.py`` on a free localhost port with its own data dir; yields the base URL."""
     port = _free_port()
-    env = {**os.environ, "LENSCOPE_DATA_DIR": str(tmp_path_factory.mktemp("server-data"))}
+    env = {**os.environ, "LENSCOPE_DATA_DIR": str(server_data_dir)}
     env.pop("LENSCOPE_DB_URL", None)
     log = open(tmp_path_factory.mktemp("server-log") / "streamlit.log", "w")
     proc = subprocess.Popen(

@@ -1,0 +1,45 @@
+"""Synthetic stored runs for the EGTP tests: the answer length is carried by the prompt's
+highest-entropy token, so a head on pooled prompt states can learn it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from models.target import Generation, SequenceFeatures
+
+SYNTHETIC_LAYER = 30
+
+
+def fake_target(hidden_size: int) -> SimpleNamespace:
+    """What Store.save_run needs from a target, for runs that no real model produced."""
+    return SimpleNamespace(key=f"synthetic-d{hidden_size}", source=SimpleNamespace(spec="synthetic", gguf_file=""),
+                           num_layers=SYNTHETIC_LAYER, hidden_size=hidden_size, dtype="float32")
+
+
+def synthetic_dataset(store, name: str = "syn", n: int = 40, d: int = 8, seed: int = 0) -> list[int]:
+    """``n`` runs in dataset ``name`` (scenarios alternate chat/reasoning); returns their run ids."""
+    gen = torch.Generator().manual_seed(seed)
+    target = fake_target(d)
+    dataset_id = store.ensure_dataset(name, store.ensure_model(target), {"synthetic": True})
+    run_ids = []
+    for i in range(n):
+        p = int(torch.randint(5, 10, (1,), generator=gen))
+        signal = float(torch.rand(1, generator=gen)) * 2 - 1
+        length = 10 + round(20 * (signal + 1))
+        total = p + length
+        hidden = torch.randn(total, d, generator=gen)
+        entropy = torch.rand(total, generator=gen) * 2
+        top = int(entropy[:p].argmax())
+        entropy[top] = 4.0
+        hidden[top, 0] = 3 * signal
+        feats = SequenceFeatures(input_ids=torch.arange(total), tokens=[f"t{j}" for j in range(total)],
+                                 entropy=entropy, topk_ids=torch.zeros(total, 5, dtype=torch.long),
+                                 topk_probs=torch.full((total, 5), 0.2), hidden={SYNTHETIC_LAYER: hidden})
+        generation = Generation(prompt_len=p, features=feats, text="x" * length, finished=True,
+                                settings={"seed": i}, output_ids=[0] * length)
+        run_id = store.save_run(target, f"synthetic prompt {i}", generation)
+        store.add_to_dataset(dataset_id, run_id, "chat" if i % 2 else "reasoning")
+        run_ids.append(run_id)
+    return run_ids
