@@ -121,16 +121,24 @@ def example_loss(drafter: Drafter, ex: DrafterExample, variant: Variant, kl_posi
 
 def train_drafter(drafter: Drafter, examples: Sequence[DrafterExample], variant: Variant, epochs: int = 3,
                   lr: float = 3e-4, weight_decay: float = 0.02, warmup: int = 20, kl_positions: int = 64,
-                  seed: int = 0,
+                  seed: int = 0, head_lr_scale: float = 3.0,
                   on_step: Callable[[int, int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
     """AdamW over the runs (one run per step, shuffled each epoch), linear warmup, gradient clipping
-    at 1.0. Returns the mean loss parts of each epoch."""
+    at 1.0 applied separately to the backbone and the length head (so the larger KL gradients do not
+    starve the head), head learning rate ``head_lr_scale`` times higher; a regression length head
+    starts at the mean training z. Returns the mean loss parts of each epoch."""
     if not examples:
         raise ValueError("no training runs for the drafter")
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    params = [p for p in drafter.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    z = torch.cat([log_length(torch.as_tensor(remaining_length_samples(ex.prompt_len, ex.output_length).remaining))
+                   for ex in examples])
+    if len(z):
+        drafter.length_head.start_at(float(z.mean()))
+    head = list(drafter.length_head.parameters())
+    backbone = [p for p in drafter.parameters() if p.requires_grad and all(p is not h for h in head)]
+    opt = torch.optim.AdamW([{"params": backbone}, {"params": head, "lr": lr * head_lr_scale}],
+                            lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(warmup, 1)))
     total_steps, step, history = epochs * len(examples), 0, []
     drafter.train()
@@ -140,7 +148,8 @@ def train_drafter(drafter: Drafter, examples: Sequence[DrafterExample], variant:
             loss, parts = example_loss(drafter, examples[idx], variant, kl_positions, gen)
             opt.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            torch.nn.utils.clip_grad_norm_(backbone, 1.0)
+            torch.nn.utils.clip_grad_norm_(head, 1.0)
             opt.step()
             sched.step()
             step += 1

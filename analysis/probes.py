@@ -98,6 +98,7 @@ def train_probe(x: torch.Tensor, remaining: torch.Tensor, config: ProbeConfig, e
     probe.mean.copy_(x.float().mean(0))
     probe.std.copy_(x.float().std(0).clamp_min(1e-4) if len(x) > 1 else torch.ones(config.in_dim))
     z = log_length(remaining)
+    probe.head.start_at(float(z.mean()))
     opt = torch.optim.AdamW(probe.parameters(), lr=lr, weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed)
     for epoch in range(epochs):
@@ -108,7 +109,7 @@ def train_probe(x: torch.Tensor, remaining: torch.Tensor, config: ProbeConfig, e
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += float(loss) * len(idx)
+            total += loss.item() * len(idx)
         if on_epoch:
             on_epoch(epoch + 1, total / len(x))
     return probe.eval()

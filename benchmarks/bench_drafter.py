@@ -36,7 +36,8 @@ def median_ms(fn: Callable[[], object], repeats: int) -> float:
 
 @torch.no_grad()
 def measure(target: TargetModel, drafter: Drafter, context: int, repeats: int) -> dict:
-    """Per-token costs (ms) of the length head, a drafter step and a target decode step."""
+    """Per-token costs (ms) of the length head, a drafter step (decoder layer + draft-token head) and a
+    target decode step (all layers + LM head)."""
     ids = torch.randint(0, target.tokenizer.vocab_size, (context,))
     cache = target.model(input_ids=ids.unsqueeze(0).to(target.device), use_cache=True).cache
     token = ids[-1:].unsqueeze(0).to(target.device)
@@ -52,7 +53,8 @@ def measure(target: TargetModel, drafter: Drafter, context: int, repeats: int) -
 
     def drafter_step() -> None:
         mask = None if kv is None else torch.ones(1, 1, kv[0].shape[2] + 1, dtype=torch.bool)
-        drafter.step(last, ids[-1:].unsqueeze(0), positions, kv, mask)
+        rep_next, _ = drafter.step(last, ids[-1:].unsqueeze(0), positions, kv, mask)
+        drafter.draft_logits(rep_next).argmax(-1)
 
     costs = {"length_head_ms": median_ms(lambda: drafter.predict_log_length(last), repeats),
              "drafter_step_ms": median_ms(drafter_step, repeats),

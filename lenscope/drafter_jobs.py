@@ -42,28 +42,34 @@ def dataset_runs(store: Store, dataset: str) -> pd.DataFrame:
     return runs.assign(split=[split_of(pid) for pid in runs["prompt_id"]])
 
 
-def example_from_run(run: StoredRun, target: TargetModel, fuse_layers: Sequence[int], split: str) -> DrafterExample:
-    """A drafter example from a stored run (target top-k recomputed from the stored final layer)."""
-    final = target.num_layers
-    missing = [layer for layer in [*fuse_layers, final] if layer not in run.features.hidden]
+def example_from_run(run: StoredRun, fuse_layers: Sequence[int], split: str,
+                     target: TargetModel | None = None) -> DrafterExample:
+    """A drafter example from a stored run; with ``target`` its top-k next-token distributions are
+    recomputed from the stored final layer (needed for training and acceptance, not for prediction)."""
+    needed = [*fuse_layers, *([target.num_layers] if target is not None else [])]
+    missing = [layer for layer in needed if layer not in run.features.hidden]
     if missing:
         raise ValueError(f"run {run.id} has no stored hidden states for layers {missing}")
-    ids, logp = target_topk(target.next_token_logits(run.features.hidden[final]).cpu(), TOPK)
+    if target is None:
+        ids, logp = torch.zeros(len(run.features), 0, dtype=torch.long), torch.zeros(len(run.features), 0)
+    else:
+        ids, logp = target_topk(target.next_token_logits(run.features.hidden[target.num_layers]).cpu(), TOPK)
     return DrafterExample(run_id=run.id, prompt_id=run.prompt_id, split=split, prompt_len=run.prompt_len,
                           output_length=run.output_length, input_ids=run.features.input_ids.long(),
                           hidden=[run.features.hidden[layer].half() for layer in fuse_layers],
                           target_ids=ids, target_logp=logp.half())
 
 
-def load_examples(store: Store, target: TargetModel, dataset: str, fuse_layers: Sequence[int],
+def load_examples(store: Store, target: TargetModel | None, dataset: str, fuse_layers: Sequence[int],
                   on_progress: Progress = _noop) -> list[DrafterExample]:
-    """Every run of ``dataset`` with at least one generated token, as drafter examples."""
+    """Every run of ``dataset`` with at least one generated token, as drafter examples (with the
+    target's top-k distributions when ``target`` is given)."""
     runs = dataset_runs(store, dataset)
     runs = runs[runs["output_tokens"] > 0]
     examples = []
     for i, row in enumerate(runs.itertuples()):
-        run = store.load_run(int(row.run_id), layers=[*fuse_layers, target.num_layers])
-        examples.append(example_from_run(run, target, fuse_layers, row.split))
+        run = store.load_run(int(row.run_id), layers=[*fuse_layers, *([target.num_layers] if target else [])])
+        examples.append(example_from_run(run, fuse_layers, row.split, target))
         on_progress(i + 1, len(runs), "loading runs")
     return examples
 
@@ -188,14 +194,13 @@ def load_drafter(artifact_path: str, target: TargetModel) -> Drafter:
     return Drafter.load_for_target(Path(artifact_path), target)
 
 
-def run_curves(run: StoredRun, target: TargetModel, drafter: Drafter | None,
-               probe: LengthProbe | None) -> pd.DataFrame:
+def run_curves(run: StoredRun, drafter: Drafter | None, probe: LengthProbe | None) -> pd.DataFrame:
     """Remaining-length curves of one run at every step: columns step, true, and one column per
     available predictor (``drafter``, ``probe``)."""
     samples = remaining_length_samples(run.prompt_len, run.output_length)
     frame = pd.DataFrame({"step": samples.steps, "true": samples.remaining})
     if drafter is not None:
-        ex = example_from_run(run, target, drafter.config.fuse_layers, "user")
+        ex = example_from_run(run, drafter.config.fuse_layers, "user")
         frame["drafter"] = predict_example(drafter, ex)[0]["predicted"].to_numpy()
     if probe is not None:
         frame["probe"] = probe.predict(probe_samples(run, probe.config.layer, None)[0]).numpy()
@@ -215,7 +220,7 @@ def representation_umap_job(store: Store, target: TargetModel, predictor_id: int
 
     row = store.predictors_frame("drafter").set_index("predictor_id").loc[predictor_id]
     drafter = load_drafter(row["artifact_path"], target)
-    examples = load_examples(store, target, row["config"]["dataset"], drafter.config.fuse_layers, on_progress)
+    examples = load_examples(store, None, row["config"]["dataset"], drafter.config.fuse_layers, on_progress)
     split = evaluation_split(ex.split for ex in examples)
     reps, states, remaining, steps = [], [], [], []
     for ex in (ex for ex in examples if ex.split == split):

@@ -71,6 +71,12 @@ class LengthHead(nn.Module):
         bins = torch.round(z / step).long().clamp(0, len(self.centers) - 1)
         return F.cross_entropy(out, bins)
 
+    @torch.no_grad()
+    def start_at(self, z_mean: float) -> None:
+        """Start a regression head at the data mean of z (output bias) so training begins near it."""
+        if self.mode == "regression":
+            self.mlp[-1].bias.fill_(z_mean)
+
     def l2(self) -> torch.Tensor:
         """Sum of squared weights (the gamma-regulariser of the OUTLETS objective)."""
         return sum((p ** 2).sum() for p in self.mlp.parameters())

@@ -43,18 +43,18 @@ def train_section(expanded: bool) -> None:
         epochs = left.number_input("Epochs", 1, 50, 3, key="train_epochs")
         layer = right.number_input("Probe layer", 0, 200, 15, key="train_layer")
         mode = right.selectbox("Probe head", ["regression", "classification"], key="train_mode")
-        if left.button("Train drafter", disabled=target is None):
-            bar = st.progress(0.0, text="starting")
-            result = train_drafter_job(store, target, dataset, variant, int(epochs),
-                                       on_progress=progress_callback(bar))
-            st.success(f"Registered {result.name}")
-        if right.button("Train probe"):
+        jobs = {"drafter": lambda cb: train_drafter_job(store, target, dataset, variant, int(epochs), on_progress=cb),
+                "probe": lambda cb: train_probe_job(store, dataset, int(layer), mode, on_progress=cb)}
+        clicked = [name for name, col in (("drafter", left), ("probe", right))
+                   if col.button(f"Train {name}", key=f"train_{name}", disabled=name == "drafter" and target is None)]
+        for name in clicked:
             bar = st.progress(0.0, text="starting")
             try:
-                result = train_probe_job(store, dataset, int(layer), mode, on_progress=progress_callback(bar))
-                st.success(f"Registered {result.name}")
+                result = jobs[name](progress_callback(bar))
             except ValueError as exc:
                 st.error(str(exc))
+                continue
+            st.success(f"Registered {result.name}; rerun the page to see it.")
 
 
 drafters = store.predictors_frame("drafter")
@@ -72,9 +72,9 @@ st.dataframe(ablation_table(predictors), hide_index=True)
 names = predictors["name"].tolist()
 st.subheader("Dataset-wide MAE by decoding step")
 default = [n for n in names if n.endswith(":outlets")][:1] + probes["name"].tolist()[:1]
-chosen = st.multiselect("Predictors", names, default=default or names[:1])
-split = st.radio("Runs", ["evaluation split", "all splits"], horizontal=True)
-max_step = st.slider("Up to step", 0, 256, 128)
+chosen = st.multiselect("Predictors", names, default=default or names[:1], key="mae_predictors")
+split = st.radio("Runs", ["evaluation split", "all splits"], horizontal=True, key="mae_split")
+max_step = st.slider("Up to step", 0, 256, 128, key="mae_max_step")
 frames = {}
 for name in chosen:
     row = predictors[predictors["name"] == name].iloc[0]
@@ -93,19 +93,22 @@ if rates:
                "(steps whose greedy token is not derivable from the stored path are left out).")
 
 st.subheader("One prompt: remaining-length curves")
-drafter_name = st.selectbox("Drafter", drafters["name"].tolist())
+drafter_name = st.selectbox("Drafter", drafters["name"].tolist(), key="curve_drafter")
 drafter_row = drafters[drafters["name"] == drafter_name].iloc[0]
-probe_name = st.selectbox("Probe", ["(none)"] + probes["name"].tolist())
-prompt = st.text_area("Prompt", value=st.session_state.get("drafter_prompt", ""), placeholder="Ask something...")
-max_new = st.slider("Max new tokens", 8, 512, 128)
-if st.button("Generate", disabled=target is None or not prompt.strip()):
-    st.session_state["drafter_prompt"] = prompt
+probe_name = st.selectbox("Probe", ["(none)"] + probes["name"].tolist(), index=min(1, len(probes)), key="curve_probe")
+prompt = st.text_area("Prompt", placeholder="Ask something...", key="drafter_prompt")
+max_new = st.slider("Max new tokens", 8, 512, 128, key="drafter_max_new")
+if st.button("Generate", key="drafter_generate", disabled=target is None):
     bar = st.progress(0.0, text="generating")
-    run, hit = generate_cached(store, target, prompt, GenerationSettings(max_new_tokens=max_new),
-                               on_token=lambda step, total: bar.progress(step / total, text=f"token {step}/{total}"))
-    st.session_state["drafter_run_id"] = run.id
+    try:
+        run, _ = generate_cached(store, target, prompt, GenerationSettings(max_new_tokens=max_new),
+                                 on_token=lambda step, total: bar.progress(step / total, text=f"token {step}/{total}"))
+        st.session_state["drafter_run_id"] = run.id
+    except ValueError as exc:
+        st.error(str(exc))
 run_id = st.session_state.get("drafter_run_id")
-if run_id is not None and target is not None:
+curve_key = ("drafter_curves", run_id, int(drafter_row["predictor_id"]), probe_name)
+if run_id is not None and target is not None and curve_key not in st.session_state:
     run = store.load_run(run_id)
     probe = None
     if probe_name != "(none)":
@@ -114,19 +117,21 @@ if run_id is not None and target is not None:
             st.warning(f"This run has no stored layer {probe.config.layer}; the probe is left out.")
             probe = None
     try:
-        curves = run_curves(run, target, load_drafter(drafter_row["artifact_path"], target), probe)
-        st.plotly_chart(remaining_curves_figure(curves))
-        st.caption(f"Run {run.id}: {run.output_length} generated tokens.")
+        st.session_state[curve_key] = run_curves(run, load_drafter(drafter_row["artifact_path"], target), probe)
     except ValueError as exc:
         st.error(str(exc))
+if curve_key in st.session_state:
+    curves = st.session_state[curve_key]
+    st.plotly_chart(remaining_curves_figure(curves))
+    st.caption(f"Run {run_id}: {len(curves)} generated tokens.")
 
 st.subheader("UMAP of representations")
 umap_layer = st.number_input("Target layer to compare", 0, 200, 15, key="umap_layer")
 config = umap_config(int(drafter_row["predictor_id"]), int(umap_layer), 1500)
 payload = store.get_result(UMAP_KIND, config)
 if payload is None:
-    st.info("Not computed yet for this drafter and layer (takes about a minute; cached afterwards).")
-    if st.button("Compute UMAP", disabled=target is None):
+    st.info("The UMAP is not computed yet for this drafter and layer: press Compute UMAP (about a minute; cached in the store afterwards).")
+    if st.button("Compute UMAP", key="drafter_umap", disabled=target is None):
         bar = st.progress(0.0, text="starting")
         payload = representation_umap_job(store, target, int(drafter_row["predictor_id"]), int(umap_layer),
                                           on_progress=progress_callback(bar))

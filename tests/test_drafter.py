@@ -182,3 +182,23 @@ def test_cli_end_to_end_on_tiny_store(store, target, monkeypatch, capsys):
     assert probe_row["name"] == "probe:tiny:L15:regression"
     assert not store.predictions_frame(int(probe_row["predictor_id"])).empty
     assert cli.main(["train-probe", "--dataset", "tiny", "--layer", "3", "--epochs", "1"]) == 2
+
+    # the UMAP job (umap-learn swapped for a projection: its JIT warm-up alone takes ~40 s)
+    import sys
+    from types import SimpleNamespace
+
+    from lenscope.drafter_jobs import UMAP_KIND, representation_umap_job, umap_config
+
+    class FirstTwoColumns:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+        def fit_transform(self, data):
+            return data[:, :2]
+
+    monkeypatch.setitem(sys.modules, "umap", SimpleNamespace(UMAP=FirstTwoColumns))
+    pid = int(row["predictor_id"])
+    payload = representation_umap_job(store, target, pid, layer=15, n_points=20)
+    assert len(payload["drafter"]) == len(payload["target"]) == len(payload["remaining"]) <= 20
+    assert min(payload["remaining"]) >= 1 and payload["layer"] == 15
+    assert store.get_result(UMAP_KIND, umap_config(pid, 15, 20)) == payload
