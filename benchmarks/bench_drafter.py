@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,19 +17,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.timing import median_seconds  # noqa: E402
 from models.drafter import Drafter  # noqa: E402
 from models.target import TargetModel  # noqa: E402
 
 
 def median_ms(fn: Callable[[], object], repeats: int) -> float:
     """Median wall time of ``fn`` in milliseconds (after two warm-up calls)."""
-    fn(), fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return median_seconds(fn, repeats, warmup=2) * 1000
 
 
 @torch.no_grad()

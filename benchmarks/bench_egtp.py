@@ -8,9 +8,7 @@ Prints median timings and their ratios. Usage: ``python benchmarks/bench_egtp.py
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -22,20 +20,11 @@ from analysis.plp import plp_inputs  # noqa: E402
 from analysis.pooling import pool  # noqa: E402
 from analysis.soft_label_head import SoftLabelHead, log_bins  # noqa: E402
 from models.logits import summarize_logits  # noqa: E402
+from benchmarks.timing import median_seconds  # noqa: E402
 from models.target import TargetModel  # noqa: E402
 
 PROMPT = ("Explain how a length-aware scheduler can reduce padding when batching requests of very different "
           "output lengths, and give a short example with three requests.")
-
-
-def median_time(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -90,9 +79,9 @@ def main() -> None:
         prefix[10] = (running["num"] / running["den"]).float()
         return plp_head.predict(plp_inputs(prompt_feature, prefix, [11]))
 
-    t_bare, t_egtp = median_time(bare, args.repeats), median_time(egtp, args.repeats)
-    t_step = median_time(decode_step, args.repeats) - median_time(copy_cache, args.repeats)
-    t_plp = median_time(plp_step, args.repeats * 10)
+    t_bare, t_egtp = median_seconds(bare, args.repeats), median_seconds(egtp, args.repeats)
+    t_step = median_seconds(decode_step, args.repeats) - median_seconds(copy_cache, args.repeats)
+    t_plp = median_seconds(plp_step, args.repeats * 10)
     print(f"prompt tokens: {ids.shape[1]}, device: {target.device}, threads: {args.threads}")
     print(f"bare forward            {t_bare * 1e3:8.2f} ms")
     print(f"forward + EGTP + head   {t_egtp * 1e3:8.2f} ms   ratio {t_egtp / t_bare:.3f}")

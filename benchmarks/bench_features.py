@@ -11,7 +11,6 @@ Usage: python benchmarks/bench_features.py [--tokens 64] [--repeats 3]
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -23,20 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cache.store import Store  # noqa: E402
 from lenscope.runs import generate_cached  # noqa: E402
+from benchmarks.timing import median_seconds  # noqa: E402
 from models.target import GenerationSettings, TargetModel  # noqa: E402
 
 PROMPT = "Explain in a few sentences how a hash map works."
-
-
-def best_of(fn, repeats: int) -> float:
-    """Median wall time of ``fn`` over ``repeats`` calls (after one warm-up)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -55,22 +44,22 @@ def main() -> None:
         with torch.no_grad():
             target.model.generate(ids, max_new_tokens=args.tokens, min_new_tokens=args.tokens, do_sample=False)
 
-    t_hf = best_of(hf_generate, args.repeats)
-    t_rec = best_of(lambda: target.generate(PROMPT, settings), args.repeats)
+    t_hf = median_seconds(hf_generate, args.repeats)
+    t_rec = median_seconds(lambda: target.generate(PROMPT, settings), args.repeats)
 
     def bare_forward():
         with torch.no_grad():
             target.model(ids)
 
-    t_fwd = best_of(bare_forward, args.repeats)
-    t_feat = best_of(lambda: target.sequence_features(ids[0].tolist()), args.repeats)
+    t_fwd = median_seconds(bare_forward, args.repeats)
+    t_feat = median_seconds(lambda: target.sequence_features(ids[0].tolist()), args.repeats)
     target.stop_ids = stops
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(url=f"sqlite:///{tmp}/bench.db", tensor_dir=Path(tmp) / "tensors")
         start = time.perf_counter()
         run, _ = generate_cached(store, target, PROMPT, settings)
         t_miss = time.perf_counter() - start
-        t_hit = best_of(lambda: generate_cached(store, target, PROMPT, settings), args.repeats)
+        t_hit = median_seconds(lambda: generate_cached(store, target, PROMPT, settings), args.repeats)
         size = sum(p.stat().st_size for p in (Path(tmp) / "tensors").rglob("*.safetensors"))
     n = len(run.features)
     print(f"model {target.source.spec} on {target.device.type}, {args.tokens} new tokens, "
