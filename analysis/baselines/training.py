@@ -1,0 +1,54 @@
+"""Minibatch training loop shared by the bucket classifiers and the learning-to-rank scorer: AdamW,
+shuffled minibatches, and the epoch with the best validation score kept (early stopping)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from analysis.egtp_training import HeadConfig
+
+BatchLoss = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def fit_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: BatchLoss, config: HeadConfig,
+                  val_score: Callable[[nn.Module], float] | None = None,
+                  on_epoch: Callable[[int, int, dict], None] | None = None) -> tuple[int, list[dict]]:
+    """Train ``model`` in place on (x, y) with ``loss_fn(model, xb, yb)``; keep the epoch with the lowest
+    ``val_score(model)`` (the last one without it). Returns (kept epoch, per-epoch history)."""
+    if len(x) < 2:
+        raise ValueError(f"need at least 2 training samples, got {len(x)}")
+    torch.manual_seed(config.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    gen = torch.Generator().manual_seed(config.seed)
+    best: tuple[float, int, dict | None] = (float("inf"), 0, None)
+    history = []
+    for epoch in range(1, config.epochs + 1):
+        model.train()
+        order, losses = torch.randperm(len(x), generator=gen), []
+        for begin in range(0, len(order), config.batch_size):
+            idx = order[begin:begin + config.batch_size]
+            if len(idx) < 2:
+                continue
+            loss = loss_fn(model, x[idx], y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        model.eval()
+        row = {"epoch": epoch, "loss": float(np.mean(losses))}
+        if val_score is not None:
+            with torch.no_grad():
+                row["val"] = float(val_score(model))
+        history.append(row)
+        score = row.get("val", -epoch)
+        if score < best[0]:
+            best = (score, epoch, {k: v.clone() for k, v in model.state_dict().items()})
+        if on_epoch:
+            on_epoch(epoch, config.epochs, row)
+    model.load_state_dict(best[2])
+    model.eval()
+    return best[1], history
