@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from analysis.soft_label_head import LengthBins, SoftLabelHead, log_bins, soft_label_loss
+from analysis.training import fit_minibatch
 
 
 @dataclass
@@ -65,34 +66,15 @@ def train_head(x_train: torch.Tensor, y_train: torch.Tensor, x_val: torch.Tensor
     x_train, y_train = x_train.float(), y_train.float()
     head = SoftLabelHead(x_train.shape[1], log_bins(y_train.numpy(), cfg.bins), cfg.hidden, cfg.dropout)
     head.fit_scaler(x_train)
-    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    gen = torch.Generator().manual_seed(cfg.seed)
     has_val = x_val is not None and y_val is not None and len(x_val) > 0
-    best = (float("inf"), 0, None)
-    history = []
-    for epoch in range(1, cfg.epochs + 1):
-        head.train()
-        order = torch.randperm(len(x_train), generator=gen)
-        losses = []
-        for i in range(0, len(order), cfg.batch_size):
-            idx = order[i:i + cfg.batch_size]
-            loss = soft_label_loss(head, head(x_train[idx]), y_train[idx], cfg.lam)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        row = {"epoch": epoch, "loss": float(np.mean(losses)), "train_mae": _mae(head, x_train, y_train)}
-        if has_val:
-            row["val_mae"] = _mae(head, x_val.float(), y_val.float())
-        history.append(row)
-        score = row.get("val_mae", -epoch)
-        if score < best[0]:
-            best = (score, epoch, {k: v.clone() for k, v in head.state_dict().items()})
-        if on_epoch:
-            on_epoch(epoch, cfg.epochs, row)
-    head.load_state_dict(best[2])
-    head.eval()
-    return TrainResult(head, best[1], history)
+    val_score = (lambda model: _mae(model, x_val.float(), y_val.float())) if has_val else None
+    best_epoch, history = fit_minibatch(
+        head, x_train, y_train, lambda model, xb, yb: soft_label_loss(model, model(xb), yb, cfg.lam), cfg,
+        val_score, on_epoch)
+    for row in history:
+        if "val" in row:
+            row["val_mae"] = row.pop("val")
+    return TrainResult(head, best_epoch, history)
 
 
 def predict(head: SoftLabelHead, x: torch.Tensor) -> np.ndarray:

@@ -141,7 +141,7 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
     _check_splits(table)
     runs, y = table.runs, table.lengths()
     masks = {s: torch.tensor((runs["split"] == s).to_numpy()) for s in ("train", "val", "test")}
-    dataset_id = int(store.datasets_frame().set_index("name").loc[dataset, "dataset_id"])
+    dataset_id = store.dataset_id(dataset)
     rows = []
     for pooling in poolings:
         x = table.prompt_matrix(pooling)
@@ -220,7 +220,7 @@ def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: flo
     curve = mae_by_step(frame[frame["split"] == "test"], EVAL_STEPS)
     metrics = {**_metrics(frame[frame["step"] == 0]), "best_epoch": res.best_epoch,
                "test_mae_by_step": curve.to_dict("records")}
-    dataset_id = int(store.datasets_frame().set_index("name").loc[dataset, "dataset_id"])
+    dataset_id = store.dataset_id(dataset)
     pid = store.save_predictor(name, PLP_KIND, meta, metrics, str(path), dataset_id=dataset_id)
     store.save_predictions(pid, frame[["run_id", "step", "predicted", "true", "split"]])
     return curve

@@ -5,7 +5,7 @@ import streamlit as st
 from lenscope.figures.entropy import entropy_heatmap, entropy_profile
 from lenscope.runs import generate_cached
 from lenscope.token_view import token_table
-from lenscope.ui import get_store, model_picker
+from lenscope.ui import get_store, model_picker, run_job
 from models.target import GenerationSettings
 
 st.set_page_config(page_title="Token entropy · lenscope", layout="wide")
@@ -32,17 +32,12 @@ if submitted:
         st.error("The prompt is empty: type something to send to the model.")
         st.stop()
     settings = GenerationSettings(int(max_new), float(temperature), 1.0, int(seed))
-    bar = st.progress(0.0, text="Generating...")
-    try:
-        run, hit = generate_cached(store, target, prompt, settings,
-                                   on_token=lambda i, n: bar.progress(i / n, text=f"Generating token {i}/{n}"))
-    except ValueError as exc:
-        bar.empty()
-        st.error(str(exc))
+    generated = run_job(lambda on_progress: generate_cached(store, target, prompt, settings, on_token=on_progress),
+                        start="Generating...")
+    if generated is None:
         st.stop()
-    bar.empty()
-    st.session_state["entropy_run_id"] = run.id
-    st.session_state["entropy_cache_hit"] = hit
+    st.session_state["entropy_run_id"] = generated[0].id
+    st.session_state["entropy_cache_hit"] = generated[1]
 
 run_id = st.session_state.get("entropy_run_id")
 if run_id is None:

@@ -4,10 +4,9 @@ import streamlit as st
 
 from lenscope.egtp_jobs import (ABLATION_KIND, ATTRIBUTION_KIND, PAPER_PEARSON, STATIC_KIND, ablation_config, attribution_config, load_predictor,
                                 predictor_name, run_attribution, token_attribution, train_static)
-from lenscope.egtp_ui import dataset_picker, head_settings, progress_callback
 from lenscope.figures.egtp import entropy_importance_scatter, token_bars
 from lenscope.runs import generate_cached
-from lenscope.ui import get_store, model_picker
+from lenscope.ui import dataset_picker, get_store, head_settings, model_picker, run_job
 from models.target import GenerationSettings
 
 st.title("Token attribution")
@@ -26,15 +25,14 @@ if dataset is not None:
     attr_layer = int(st.sidebar.number_input("Attribution layer", min_value=0, max_value=layer, value=min(15, layer)))
     config = attribution_config(dataset, layer, attr_layer, alpha)
     if st.button("Compute attribution (trains missing heads)"):
-        bar = st.progress(0.0, text="starting")
-        try:
+        def attribution_job(on_progress):
             if store.get_result(ABLATION_KIND, ablation_config(dataset, layer, alpha)) is None:
-                train_static(store, dataset, layer=layer, alpha=alpha, on_progress=progress_callback(bar))
+                train_static(store, dataset, layer=layer, alpha=alpha, on_progress=on_progress)
             target = model_picker() if attr_layer < layer else None
-            run_attribution(store, dataset, layer, attr_layer, alpha, target.model if target else None,
-                            on_progress=progress_callback(bar))
-        except ValueError as exc:
-            st.error(str(exc))
+            return run_attribution(store, dataset, layer, attr_layer, alpha, target.model if target else None,
+                                   on_progress=on_progress)
+
+        run_job(attribution_job)
     result = store.get_result(ATTRIBUTION_KIND, config)
     if result is None:
         st.info(f"No attribution for dataset {dataset!r}, head layer {layer}, attribution layer {attr_layer} yet: "

@@ -3,10 +3,9 @@
 import streamlit as st
 
 from lenscope.egtp_jobs import PAPER_PLP, PLP_KIND, load_predictor, plp_mae_curve, plp_trajectory, predictor_name, train_plp
-from lenscope.egtp_ui import dataset_picker, head_settings, progress_callback
 from lenscope.figures.egtp import mae_by_step_figure, remaining_length_figure
 from lenscope.runs import generate_cached
-from lenscope.ui import get_store, model_picker
+from lenscope.ui import dataset_picker, get_store, head_settings, model_picker, run_job
 from models.target import GenerationSettings
 
 st.title("Remaining length (PLP)")
@@ -18,11 +17,7 @@ if dataset is not None:
     layer, alpha = head_settings()
     name = predictor_name(PLP_KIND, dataset, layer)
     if st.button("Train PLP head"):
-        bar = st.progress(0.0, text="starting")
-        try:
-            train_plp(store, dataset, layer, alpha, on_progress=progress_callback(bar))
-        except ValueError as exc:
-            st.error(str(exc))
+        run_job(lambda on_progress: train_plp(store, dataset, layer, alpha, on_progress=on_progress))
     try:
         head, meta, predictor_id = load_predictor(store, PLP_KIND, name)
     except ValueError:
@@ -39,14 +34,12 @@ if dataset is not None:
         if st.button("Generate and predict"):
             target = model_picker()
             if target is not None:
-                bar = st.progress(0.0, text="generating")
                 layers = sorted(set(target.default_layers()) | {meta["layer"]})
-                try:
-                    run, _ = generate_cached(store, target, prompt, GenerationSettings(max_new, 0.7, 1.0, seed),
-                                               layers, lambda i, n: bar.progress(i / n, text=f"token {i}/{n}"))
-                    st.session_state["plp_run_id"] = run.id
-                except ValueError as exc:
-                    st.error(str(exc))
+                settings = GenerationSettings(max_new, 0.7, 1.0, seed)
+                generated = run_job(lambda on_progress: generate_cached(store, target, prompt, settings, layers,
+                                                                        on_progress), start="generating")
+                if generated is not None:
+                    st.session_state["plp_run_id"] = generated[0].id
         run_id = st.session_state.get("plp_run_id")
         if run_id is not None:
             run = store.load_run(run_id, layers=[meta["layer"]])

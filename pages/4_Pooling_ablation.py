@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lenscope.egtp_jobs import ABLATION_KIND, PAPER_ABLATION, ablation_config, train_static
-from lenscope.egtp_ui import dataset_picker, head_settings, progress_callback
+from lenscope.ui import dataset_picker, head_settings, run_job
 from lenscope.figures.egtp import pooling_ablation_figure
 from lenscope.ui import get_store
 
@@ -17,11 +17,7 @@ if dataset is not None:
     layer, alpha = head_settings()
     config = ablation_config(dataset, layer, alpha)
     if st.button("Train heads (all poolings)"):
-        bar = st.progress(0.0, text="starting")
-        try:
-            train_static(store, dataset, layer=layer, alpha=alpha, on_progress=progress_callback(bar))
-        except ValueError as exc:
-            st.error(str(exc))
+        run_job(lambda on_progress: train_static(store, dataset, layer=layer, alpha=alpha, on_progress=on_progress))
     result = store.get_result(ABLATION_KIND, config)
     if result is None:
         st.info(f"No ablation for dataset {dataset!r} at layer {layer}, alpha {alpha} yet: click the button "

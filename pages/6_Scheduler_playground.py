@@ -11,6 +11,7 @@ from analysis.scheduler.cost_model import DEFAULT_COST, fit_cost_model, profile_
 from analysis.scheduler.engine import SimConfig
 from analysis.traces import filter_trace, from_runs, load_trace_file, poisson_retime, shared_trace_files
 from lenscope import ui
+from lenscope.ui import progress_callback
 from lenscope.figures.scheduler import (
     gantt_figure, instance_load_figure, latency_cdf_figure, noise_sweep_figure, outlets_change_figure,
     percentile_figure,
@@ -33,12 +34,6 @@ store = ui.get_store()
 @st.cache_data(show_spinner=False, max_entries=8)
 def read_trace(source: str | bytes) -> pd.DataFrame:
     return load_trace_file(Path(source) if isinstance(source, str) else source)
-
-
-def progress_callback(bar, label: str):
-    def update(done: int, total: int) -> None:
-        bar.progress(min(done / max(total, 1), 1.0), text=f"{label}: {done}/{total}")
-    return update
 
 
 # trace --------------------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from lenscope.baseline_jobs import (
     benchmark_frame,
     train_baselines,
 )
-from lenscope.egtp_ui import dataset_picker, progress_callback
 from lenscope.figures.results import (
     export_format,
     figure_bytes,
@@ -26,7 +25,7 @@ from lenscope.figures.results import (
     mae_bars,
     pred_true_heatmap,
 )
-from lenscope.ui import MODEL_KEY, get_store, get_target
+from lenscope.ui import MODEL_KEY, dataset_picker, get_store, get_target, run_job
 
 TRAIN_HINT = ("`python -m lenscope train-baselines --dataset {d}` (SSJF-Reg/MC, S3, TRAIL, PiA, LTR), "
               "`train-egtp` / `train-plp --dataset {d}` (EGTP, PLP), `train-drafter` / `train-probe --dataset {d}` "
@@ -58,13 +57,13 @@ def train_panel(store, dataset: str) -> None:
         st.caption("PiA asks the target model (sidebar model of the home page, embedded default otherwise). "
                    f"CLI: `python -m lenscope train-baselines --dataset {dataset} --only {','.join(chosen)}`.")
         if st.button("Train selected baselines", disabled=not chosen):
-            bar = st.progress(0.0, text="starting")
-            try:
+            def baselines_job(on_progress):
                 target = get_target(st.session_state.get(MODEL_KEY, "").strip()) if "pia" in chosen else None
-                done = train_baselines(store, dataset, chosen, target, on_progress=progress_callback(bar))
+                return train_baselines(store, dataset, chosen, target, on_progress=on_progress)
+
+            done = run_job(baselines_job)
+            if done:
                 st.success("Trained " + ", ".join(r.name for r in done))
-            except (ValueError, FileNotFoundError) as exc:
-                st.error(str(exc))
 
 
 st.title("Results")

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from analysis.baselines.proxy import ENCODER_LAYER
-from analysis.baselines.training import fit_minibatch
+from analysis.training import fit_minibatch
 from analysis.egtp_training import HeadConfig
 from analysis.probes import LengthProbe, ProbeConfig
 from models.drafter import feature_statistics

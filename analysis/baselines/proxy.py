@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from analysis.baselines.training import fit_minibatch
+from analysis.training import fit_minibatch
 from analysis.egtp_training import HeadConfig
 from analysis.probes import LengthProbe, ProbeConfig, train_probe
 from analysis.soft_label_head import LengthBins, SoftLabelHead, log_bins

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.commands._common import add_model_args, load_target, progress_bar
+from lenscope.commands._common import PhaseBars, add_model_args, load_target
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -52,24 +52,6 @@ def _config(args: argparse.Namespace):
                       epochs=args.epochs, seed=args.seed)
 
 
-class _Bars:
-    """One tqdm bar per job phase, driven by ``on_progress(done, total, label)``."""
-
-    def __init__(self) -> None:
-        self.label, self.bar = None, None
-
-    def __call__(self, done: int, total: int, label: str) -> None:
-        if label != self.label:
-            self.close()
-            self.label, self.bar = label, progress_bar(total, label)
-        self.bar.n = done
-        self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def run_train_egtp(args: argparse.Namespace) -> int:
     import torch
 
@@ -79,7 +61,7 @@ def run_train_egtp(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)
     poolings = POOLINGS if args.pooling == "all" else (args.pooling,)
-    bars = _Bars()
+    bars = PhaseBars()
     try:
         table = train_static(Store(), args.dataset, poolings, args.layer, args.alpha, _config(args), bars)
     finally:
@@ -96,7 +78,7 @@ def run_train_plp(args: argparse.Namespace) -> int:
     from lenscope.egtp_jobs import train_plp
 
     torch.set_num_threads(1)
-    bars = _Bars()
+    bars = PhaseBars()
     try:
         curve = train_plp(Store(), args.dataset, args.layer, args.alpha, _config(args), bars)
     finally:
@@ -116,7 +98,7 @@ def run_attribution(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     attr_layer = args.layer if args.attr_layer is None else args.attr_layer
     model = load_target(args).model if attr_layer < args.layer else None
-    bars = _Bars()
+    bars = PhaseBars()
     try:
         payload = job(Store(), args.dataset, args.layer, attr_layer, args.alpha, model,
                       [h for h in args.heads.split(",") if h], args.bootstrap, bars)

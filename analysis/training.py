@@ -1,20 +1,30 @@
-"""Minibatch training loop shared by the bucket classifiers and the learning-to-rank scorer: AdamW,
-shuffled minibatches, and the epoch with the best validation score kept (early stopping)."""
+"""Minibatch training loop shared by the length heads (EGTP soft-label head, bucket classifiers, the
+learning-to-rank scorer): AdamW, shuffled minibatches, and the epoch with the best validation score kept
+(early stopping)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import torch
 from torch import nn
 
-from analysis.egtp_training import HeadConfig
-
 BatchLoss = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def fit_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: BatchLoss, config: HeadConfig,
+class TrainingConfig(Protocol):
+    """The optimisation fields a training config must have (e.g. ``HeadConfig``)."""
+
+    lr: float
+    weight_decay: float
+    batch_size: int
+    epochs: int
+    seed: int
+
+
+def fit_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: BatchLoss, config: TrainingConfig,
                   val_score: Callable[[nn.Module], float] | None = None,
                   on_epoch: Callable[[int, int, dict], None] | None = None) -> tuple[int, list[dict]]:
     """Train ``model`` in place on (x, y) with ``loss_fn(model, xb, yb)``; keep the epoch with the lowest
