@@ -9,6 +9,7 @@ from lenscope.runs import generate_cached
 from lenscope.ui import dataset_picker, get_store, head_settings, model_picker, run_job
 from models.target import GenerationSettings
 
+st.set_page_config(page_title="Attribution · lenscope", layout="wide")
 st.title("Token attribution")
 st.markdown(
     "Importance of a prompt token = L2 norm of the gradient of the static head's MSE loss with respect to "

@@ -8,6 +8,7 @@ from lenscope.runs import generate_cached
 from lenscope.ui import dataset_picker, get_store, head_settings, model_picker, run_job
 from models.target import GenerationSettings
 
+st.set_page_config(page_title="Remaining length · lenscope", layout="wide")
 st.title("Remaining length (PLP)")
 st.caption("After every generated token, the PLP head predicts how many tokens are still to come, from the "
            "pooled prompt, the pooled generated tokens and the step count.")

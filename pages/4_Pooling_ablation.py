@@ -8,6 +8,7 @@ from lenscope.ui import dataset_picker, head_settings, run_job
 from lenscope.figures.egtp import pooling_ablation_figure
 from lenscope.ui import get_store
 
+st.set_page_config(page_title="Pooling ablation · lenscope", layout="wide")
 st.title("Pooling ablation")
 st.caption("Static length prediction from the prompt: one soft-label head per pooling of the prompt's "
            "hidden states, trained on the train split, MAE on the held-out test prompts.")

@@ -24,6 +24,7 @@ from lenscope.scheduler_jobs import (
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 PROFILE = SHARED / "splitwise_perf_model.csv"
 
+st.set_page_config(page_title="Scheduler playground · lenscope", layout="wide")
 st.title("Scheduler playground")
 st.caption("A discrete-event simulation of P prefill + D decode instances (or colocated instances) with "
            "continuous or static batching. Policies only see the predictor's lengths, never the truth. "

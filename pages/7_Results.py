@@ -66,6 +66,7 @@ def train_panel(store, dataset: str) -> None:
                 st.success("Trained " + ", ".join(r.name for r in done))
 
 
+st.set_page_config(page_title="Results · lenscope", layout="wide")
 st.title("Results")
 st.caption("Every length predictor in the store, judged on the same runs of one dataset. Step 0 is the "
            "whole output length predicted before decoding (static predictors); later steps are remaining "
