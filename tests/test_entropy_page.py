@@ -59,3 +59,36 @@ def test_browser_types_prompt_and_sees_heatmap(streamlit_server, page):
     page.get_by_text("Next-token entropy per token").first.wait_for(timeout=30_000)
     assert page.locator(".js-plotly-plot").count() >= 2
     page.screenshot(path=str(ARTIFACTS / "token_entropy.png"), full_page=True)
+
+
+def test_two_browser_sessions_generate_at_once_without_mixing(streamlit_server, server_data_dir, browser):
+    import re
+
+    from cache.store import Store
+    from tests.conftest import ARTIFACTS
+
+    prompts = ["Name one planet of the solar system.", "Write a haiku about rain."]
+    contexts = [browser.new_context(viewport={"width": 1400, "height": 1000}) for _ in prompts]
+    pages = [ctx.new_page() for ctx in contexts]
+    try:
+        for pg, prompt in zip(pages, prompts):
+            pg.goto(f"{streamlit_server}/Token_entropy", timeout=120_000)
+            pg.get_by_label("Prompt").wait_for(timeout=180_000)
+            pg.get_by_label("Prompt").fill(prompt)
+            pg.get_by_label("Max new tokens").fill("16")
+        for pg in pages:  # both generations are in flight at the same time
+            pg.get_by_role("button", name="Generate").click()
+        run_ids = []
+        for k, pg in enumerate(pages):
+            caption = pg.get_by_text(re.compile(r"Run #\d+ ·")).first
+            caption.wait_for(timeout=240_000)
+            run_ids.append(int(re.search(r"Run #(\d+)", caption.inner_text()).group(1)))
+            pg.screenshot(path=str(ARTIFACTS / f"concurrent_session_{k}.png"), full_page=True)
+    finally:
+        for ctx in contexts:
+            ctx.close()
+    store = Store(url=f"sqlite:///{server_data_dir / 'lenscope.db'}", tensor_dir=server_data_dir / "tensors")
+    assert [store.load_run(r).prompt for r in run_ids] == prompts
+    for r in run_ids:
+        run = store.load_run(r)
+        assert len(run.features) == run.prompt_len + run.output_length
