@@ -35,9 +35,11 @@ def get_target(spec: str, device: str = "auto", dtype: str = "float32") -> Targe
 
 def model_picker() -> TargetModel | None:
     """Sidebar input for the target model; returns the loaded model or None after showing the error."""
+    widget_key = f"{MODEL_KEY}_input"
+    if widget_key not in st.session_state:  # widget state is dropped on pages without the picker
+        st.session_state[widget_key] = st.session_state.get(MODEL_KEY, "")
     spec = st.sidebar.text_input(
-        "Target model", value=st.session_state.get(MODEL_KEY, ""),
-        placeholder="embedded SmolLM2-135M-Instruct",
+        "Target model", key=widget_key, placeholder="embedded SmolLM2-135M-Instruct",
         help="Empty for the embedded default; or a local checkpoint dir, a .gguf file, a hub id.",
     )
     st.session_state[MODEL_KEY] = spec

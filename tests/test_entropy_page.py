@@ -92,3 +92,12 @@ def test_two_browser_sessions_generate_at_once_without_mixing(streamlit_server, 
     for r in run_ids:
         run = store.load_run(r)
         assert len(run.features) == run.prompt_len + run.output_length
+
+
+def test_bad_model_path_is_reported_in_the_sidebar(data_dir, tmp_path):
+    at = open_page("pages/1_Token_entropy.py").run()
+    at.sidebar.text_input[0].input(str(tmp_path / "no-such-model")).run()
+    assert not at.exception
+    assert any("does not exist" in e.value for e in at.sidebar.error)
+    at.sidebar.text_input[0].input("").run()
+    assert not at.sidebar.error and at.info[0].value.startswith("Type a prompt")
