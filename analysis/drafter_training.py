@@ -6,11 +6,14 @@ the KL is ``sum_{v in topk} p(v) (log p(v) - log q(v))`` with ``q`` the drafter'
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 
 from analysis.metrics import mae
 from analysis.probes import remaining_length_samples
@@ -19,6 +22,7 @@ from models.drafter import Drafter, length_from_log, log_length
 
 LENGTH_WEIGHT = 0.1      # lambda of the OUTLETS objective
 L2_WEIGHT = 1e-5         # gamma: L2 on the length MLP
+DYNAMIC_STEPS = 32       # dynamic MAE: steps 0..DYNAMIC_STEPS
 
 
 @dataclass(frozen=True)
@@ -92,64 +96,87 @@ def truncated_kl(draft_logits: torch.Tensor, target_ids: torch.Tensor, target_lo
     return (p_logp.exp() * (p_logp - q_logp)).sum(-1).mean()
 
 
-def example_loss(drafter: Drafter, ex: DrafterExample, variant: Variant, kl_positions: int,
-                 gen: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
-    """The joint objective on one run: KL at up to ``kl_positions`` random positions + lambda * the
-    length loss at every answer step + gamma * L2(length MLP)."""
-    hidden, next_ids = ex.inputs()
-    rep, _ = drafter(hidden, next_ids)
-    rep = rep[0]
+def pad_batch(examples: Sequence[DrafterExample]) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Drafter inputs of several runs, right-padded to the longest: three [B, S, d] hidden tensors and
+    next ids [B, S]. With causal attention a real position never sees the padding after it."""
+    inputs = [ex.inputs() for ex in examples]
+    s = max(ids.shape[1] for _, ids in inputs)
+    hidden = [torch.cat([F.pad(h[i], (0, 0, 0, s - h[i].shape[1])) for h, _ in inputs]) for i in range(3)]
+    next_ids = torch.cat([F.pad(ids, (0, s - ids.shape[1])) for _, ids in inputs])
+    return hidden, next_ids
+
+
+def batch_loss(drafter: Drafter, batch: Sequence[DrafterExample], variant: Variant, kl_positions: int,
+               gen: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
+    """The joint objective on a batch of runs: KL at up to ``kl_positions`` random positions of each
+    run + lambda * the length loss at every answer step of every run + gamma * L2(length MLP)."""
+    rep, _ = drafter(*pad_batch(batch))
     total = drafter.length_head.l2() * L2_WEIGHT
     parts: dict[str, float] = {}
     if variant.kl_weight > 0:
-        n = rep.shape[0]
-        pos = torch.randperm(n, generator=gen)[:kl_positions]
-        kl = truncated_kl(drafter.draft_logits(rep[pos]), ex.target_ids[pos + 1], ex.target_logp[pos + 1])
+        rows, cols, ids, logp = [], [], [], []
+        for b, ex in enumerate(batch):
+            pos = torch.randperm(ex.length - 1, generator=gen)[:kl_positions]
+            rows.append(torch.full_like(pos, b))
+            cols.append(pos)
+            ids.append(ex.target_ids[pos + 1])
+            logp.append(ex.target_logp[pos + 1])
+        kl = truncated_kl(drafter.draft_logits(rep[torch.cat(rows), torch.cat(cols)]), torch.cat(ids), torch.cat(logp))
         total = total + variant.kl_weight * kl
         parts["kl"] = kl.item()
     if variant.length_weight > 0:
-        samples = remaining_length_samples(ex.prompt_len, ex.output_length)
-        feats = rep[torch.as_tensor(samples.positions)]
+        samples = [remaining_length_samples(ex.prompt_len, ex.output_length) for ex in batch]
+        rows = torch.cat([torch.full((len(sm.positions),), b) for b, sm in enumerate(samples)])
+        feats = rep[rows, torch.as_tensor(np.concatenate([sm.positions for sm in samples]))]
         if variant.detach_length:
             feats = feats.detach()
-        length = drafter.length_head.loss(drafter.length_output(feats), log_length(torch.as_tensor(samples.remaining)))
+        z = log_length(torch.as_tensor(np.concatenate([sm.remaining for sm in samples])))
+        length = drafter.length_head.loss(drafter.length_output(feats), z)
         total = total + variant.length_weight * length
         parts["length"] = length.item()
     parts["loss"] = total.item()
     return total, parts
 
 
+def fit_statistics(drafter: Drafter, examples: Sequence[DrafterExample]) -> None:
+    """Input standardisation (fused layers, every position) and length-target standardisation
+    (z at every answer step) from the training runs."""
+    drafter.fit_inputs([torch.cat([ex.hidden[i] for ex in examples]) for i in range(3)])
+    drafter.length_head.fit_target(torch.cat([
+        log_length(torch.as_tensor(remaining_length_samples(ex.prompt_len, ex.output_length).remaining))
+        for ex in examples]))
+
+
 def train_drafter(drafter: Drafter, examples: Sequence[DrafterExample], variant: Variant, epochs: int = 3,
-                  lr: float = 3e-4, weight_decay: float = 0.02, warmup: int = 20, kl_positions: int = 64,
-                  seed: int = 0, head_lr_scale: float = 3.0,
+                  lr: float = 1e-3, weight_decay: float = 0.02, warmup: int = 20, kl_positions: int = 64,
+                  runs_per_step: int = 4, seed: int = 0, head_lr_scale: float = 3.0,
                   on_step: Callable[[int, int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
-    """AdamW over the runs (one run per step, shuffled each epoch), linear warmup, gradient clipping
-    at 1.0 applied separately to the backbone and the length head (so the larger KL gradients do not
-    starve the head), head learning rate ``head_lr_scale`` times higher; a regression length head
-    starts at the mean training z. Returns the mean loss parts of each epoch."""
+    """AdamW over shuffled batches of ``runs_per_step`` runs (so every step sees many different
+    lengths), linear warmup, gradient clipping at 1.0, the length head at ``head_lr_scale`` times the
+    backbone learning rate. Inputs and the length target are standardised with training statistics
+    first. Returns the mean loss parts of each epoch."""
     if not examples:
         raise ValueError("no training runs for the drafter")
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    z = torch.cat([log_length(torch.as_tensor(remaining_length_samples(ex.prompt_len, ex.output_length).remaining))
-                   for ex in examples])
-    if len(z):
-        drafter.length_head.start_at(float(z.mean()))
+    fit_statistics(drafter, examples)
     head = list(drafter.length_head.parameters())
     backbone = [p for p in drafter.parameters() if p.requires_grad and all(p is not h for h in head)]
     opt = torch.optim.AdamW([{"params": backbone}, {"params": head, "lr": lr * head_lr_scale}],
                             lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(warmup, 1)))
-    total_steps, step, history = epochs * len(examples), 0, []
+    per_epoch = math.ceil(len(examples) / runs_per_step)
+    total_steps, step, history = epochs * per_epoch, 0, []
     drafter.train()
     for _ in range(epochs):
         sums: dict[str, float] = {}
-        for idx in torch.randperm(len(examples), generator=gen).tolist():
-            loss, parts = example_loss(drafter, examples[idx], variant, kl_positions, gen)
+        order = torch.randperm(len(examples), generator=gen).tolist()
+        for begin in range(0, len(order), runs_per_step):
+            loss, parts = batch_loss(drafter, [examples[i] for i in order[begin:begin + runs_per_step]],
+                                     variant, kl_positions, gen)
             opt.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(backbone, 1.0)
-            torch.nn.utils.clip_grad_norm_(head, 1.0)
+            torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
             opt.step()
             sched.step()
             step += 1
@@ -157,7 +184,7 @@ def train_drafter(drafter: Drafter, examples: Sequence[DrafterExample], variant:
                 sums[key] = sums.get(key, 0.0) + value
             if on_step:
                 on_step(step, total_steps, parts)
-        history.append({key: value / len(examples) for key, value in sums.items()})
+        history.append({key: value / per_epoch for key, value in sums.items()})
     drafter.eval()
     return history
 
@@ -188,7 +215,7 @@ def example_acceptance(drafter: Drafter, ex: DrafterExample, k: int) -> tuple[to
     return acceptance_counts(drafts, greedy, derivable)
 
 
-def static_dynamic_mae(frame: pd.DataFrame, dynamic_steps: int = 32) -> dict[str, float | None]:
+def static_dynamic_mae(frame: pd.DataFrame, dynamic_steps: int = DYNAMIC_STEPS) -> dict[str, float | None]:
     """MAE at step 0 (static) and over steps 0..dynamic_steps (dynamic) of a predictions frame."""
     def _mae(rows: pd.DataFrame) -> float | None:
         return None if rows.empty else mae(rows["predicted"], rows["true"])
@@ -196,3 +223,15 @@ def static_dynamic_mae(frame: pd.DataFrame, dynamic_steps: int = 32) -> dict[str
             "dynamic_mae": _mae(frame[frame["step"] <= dynamic_steps]),
             "n_runs": int(frame["run_id"].nunique())}
 
+
+def evaluation_metrics(frame: pd.DataFrame, eval_split: str, dynamic_steps: int = DYNAMIC_STEPS) -> dict:
+    """Static/dynamic MAE on ``eval_split`` next to those of the constant baseline: the mean true
+    remaining length of the train split at the same steps (step 0, resp. steps 0..dynamic_steps)."""
+    evaluated = frame[frame["split"] == eval_split]
+    train = frame[frame["split"] == "train"]
+    constant = {}
+    for key, steps in (("static", [0]), ("dynamic", range(dynamic_steps + 1))):
+        fit, rows = train[train["step"].isin(steps)], evaluated[evaluated["step"].isin(steps)]
+        constant[f"constant_{key}_mae"] = (None if fit.empty or rows.empty
+                                           else mae(np.full(len(rows), fit["true"].mean()), rows["true"]))
+    return {**static_dynamic_mae(evaluated, dynamic_steps), **constant, "eval_split": eval_split}

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from models.drafter import LengthHead, length_from_log, log_length
+from models.drafter import LengthHead, feature_statistics, length_from_log, log_length
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -95,10 +95,11 @@ def train_probe(x: torch.Tensor, remaining: torch.Tensor, config: ProbeConfig, e
         raise ValueError("no training samples for the probe")
     torch.manual_seed(seed)
     probe = LengthProbe(config)
-    probe.mean.copy_(x.float().mean(0))
-    probe.std.copy_(x.float().std(0).clamp_min(1e-4) if len(x) > 1 else torch.ones(config.in_dim))
+    mean, std = feature_statistics(x)
+    probe.mean.copy_(mean)
+    probe.std.copy_(std)
     z = log_length(remaining)
-    probe.head.start_at(float(z.mean()))
+    probe.head.fit_target(z)
     opt = torch.optim.AdamW(probe.parameters(), lr=lr, weight_decay=weight_decay)
     gen = torch.Generator().manual_seed(seed)
     for epoch in range(epochs):

@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from analysis.drafter_training import (
-    DrafterExample, example_acceptance, get_variant, predict_example, static_dynamic_mae, target_topk,
+    DrafterExample, evaluation_metrics, example_acceptance, get_variant, predict_example, target_topk,
     train_drafter,
 )
 from analysis.probes import LengthProbe, ProbeConfig, remaining_length_samples, train_probe
@@ -100,7 +100,7 @@ class JobResult:
 
 
 def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", variant: str = "outlets",
-                      epochs: int = 3, lr: float = 3e-4, max_step: int = 128, seed: int = 0,
+                      epochs: int = 6, lr: float = 1e-3, max_step: int = 128, seed: int = 0,
                       on_progress: Progress = _noop) -> JobResult:
     """Train one drafter variant on the train split of ``dataset``, predict every run's remaining
     length at steps 0..max_step, measure acceptance on the evaluation split, save and register it."""
@@ -125,8 +125,7 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
         evaluated, accepted = evaluated + e, accepted + a
         on_progress(i + 1, len(eval_examples), "acceptance")
     rates = acceptance_rates(evaluated, accepted)
-    metrics = {**static_dynamic_mae(predictions[predictions["split"] == eval_split]),
-               "eval_split": eval_split, "acceptance": rates, "acceptance_evaluated": evaluated.tolist(),
+    metrics = {**evaluation_metrics(predictions, eval_split), "acceptance": rates, "acceptance_evaluated": evaluated.tolist(),
                "tau": acceptance_length(rates), "history": history,
                "train_runs": len(train), "runs": len(examples)}
     name = drafter_name(dataset, variant)
@@ -178,8 +177,7 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: s
                                     "true": rem[keep], "split": split}))
     predictions = pd.concat(frames, ignore_index=True)
     eval_split = evaluation_split(r[1] for r in rows)
-    metrics = {**static_dynamic_mae(predictions[predictions["split"] == eval_split]), "eval_split": eval_split,
-               "train_samples": len(x)}
+    metrics = {**evaluation_metrics(predictions, eval_split), "train_samples": len(x)}
     name = probe_name(dataset, layer, mode)
     path = probe.save(get_settings().artifact_dir / "probes" / name.replace(":", "-"))
     pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layer, "mode": mode,

@@ -1,11 +1,12 @@
 """An EAGLE-3-style speculative drafter with a remaining-length head (OUTLETS).
 
 The drafter reads the target's hidden states from a low, a middle and a high layer at position
-``p``, fuses them (per-layer RMSNorm, concat, linear to the hidden size), combines them with the
-frozen target embedding of the *next* token ``x[p+1]`` (EAGLE style), runs one lightweight decoder
-layer (causal self-attention with an optional sigmoid output gate, SwiGLU MLP) and produces a draft
-representation ``r_p``. Two heads read ``r_p``: the draft-token head (the target's frozen LM head)
-predicts ``x[p+2]``, and the length head predicts ``z = log(1 + remaining length)``.
+``p``, fuses them (per-dimension standardisation with training statistics, per-layer RMSNorm,
+concat, linear to the hidden size), combines them with the frozen target embedding of the *next*
+token ``x[p+1]`` (EAGLE style), runs one lightweight decoder layer (causal self-attention with an
+optional sigmoid output gate, SwiGLU MLP) and produces a draft representation ``r_p``. Two heads
+read ``r_p``: the draft-token head (the target's frozen LM head) predicts ``x[p+2]``, and the length
+head predicts ``z = log(1 + remaining length)``.
 
 Only the trainable weights are saved (``config.json`` + ``model.safetensors`` in a directory); the
 frozen embedding and LM head come from whichever target the drafter is loaded for, which must have
@@ -41,7 +42,15 @@ def length_from_log(z: torch.Tensor) -> torch.Tensor:
 
 class LengthHead(nn.Module):
     """A small MLP predicting z = log1p(length): a scalar (regression) or a distribution over
-    ``n_bins`` evenly spaced z values in ``[0, max_log]`` whose expected value is the prediction."""
+    ``n_bins`` evenly spaced z values in ``[0, max_log]`` whose expected value is the prediction.
+
+    Its input is standardised per dimension by a non-affine batch norm (running statistics kept as
+    buffers, used at inference), so the head does not depend on the changing scale of the
+    representations it reads. A regression head outputs the *standardised* z,
+    ``(z - z_mean) / z_std``, with the training statistics kept as buffers (set by
+    :meth:`fit_target`): the loss is the squared error of the standardised log length and
+    :meth:`predict_log` inverts the scaling.
+    """
 
     def __init__(self, in_dim: int, hidden: int = 256, mode: str = "regression", n_bins: int = 50,
                  max_log: float = math.log1p(2048)) -> None:
@@ -49,37 +58,53 @@ class LengthHead(nn.Module):
         if mode not in LENGTH_MODES:
             raise ValueError(f"length mode must be one of {LENGTH_MODES}, not {mode!r}")
         self.mode = mode
+        self.input_norm = nn.BatchNorm1d(in_dim, affine=False)
         self.mlp = nn.Sequential(nn.Linear(in_dim, hidden), nn.GELU(),
                                  nn.Linear(hidden, 1 if mode == "regression" else n_bins))
         self.register_buffer("centers", torch.linspace(0.0, max_log, n_bins), persistent=False)
+        self.register_buffer("z_mean", torch.zeros(()))
+        self.register_buffer("z_std", torch.ones(()))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.mlp(x)
+        flat = x.reshape(-1, x.shape[-1])
+        if not self.training or len(flat) > 1:
+            flat = self.input_norm(flat)
+        out = self.mlp(flat).reshape(*x.shape[:-1], -1)
         return out.squeeze(-1) if self.mode == "regression" else out
 
     def predict_log(self, out: torch.Tensor) -> torch.Tensor:
-        """z from the head output (expected bin centre for classification)."""
+        """z from the head output (de-standardised, or the expected bin centre for classification)."""
         if self.mode == "regression":
-            return out
+            return out * self.z_std + self.z_mean
         return torch.softmax(out, dim=-1) @ self.centers
 
     def loss(self, out: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        """Squared error in log space (regression) or cross-entropy on the nearest bin."""
+        """Squared error of the standardised z (regression) or cross-entropy on the nearest bin."""
         if self.mode == "regression":
-            return F.mse_loss(out, z)
+            return F.mse_loss(out, (z - self.z_mean) / self.z_std)
         step = self.centers[1] - self.centers[0]
         bins = torch.round(z / step).long().clamp(0, len(self.centers) - 1)
         return F.cross_entropy(out, bins)
 
     @torch.no_grad()
-    def start_at(self, z_mean: float) -> None:
-        """Start a regression head at the data mean of z (output bias) so training begins near it."""
-        if self.mode == "regression":
-            self.mlp[-1].bias.fill_(z_mean)
+    def fit_target(self, z: torch.Tensor) -> None:
+        """Store the training mean and std of z, so the head starts at the mean and learns unit-scale
+        deviations from it."""
+        if len(z):
+            self.z_mean.fill_(float(z.float().mean()))
+            self.z_std.fill_(float(z.float().std()) if len(z) > 1 else 1.0)
+            self.z_std.clamp_(min=1e-3)
 
     def l2(self) -> torch.Tensor:
         """Sum of squared weights (the gamma-regulariser of the OUTLETS objective)."""
         return sum((p ** 2).sum() for p in self.mlp.parameters())
+
+
+def feature_statistics(states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-dimension mean and std (floored) of hidden states [N, d], for input standardisation."""
+    states = states.float()
+    std = states.std(0) if len(states) > 1 else torch.ones(states.shape[1])
+    return states.mean(0), std.clamp_min(1e-4)
 
 
 @dataclass
@@ -188,6 +213,8 @@ class Drafter(nn.Module):
         self.config = config
         self.register_buffer("embed_weight", embed_weight.detach().float(), persistent=False)
         self.register_buffer("head_weight", head_weight.detach().float(), persistent=False)
+        self.register_buffer("feature_mean", torch.zeros(len(config.fuse_layers), d))
+        self.register_buffer("feature_std", torch.ones(len(config.fuse_layers), d))
         self.layer_norms = nn.ModuleList(nn.RMSNorm(d, eps=config.rms_eps) for _ in config.fuse_layers)
         self.fuse = nn.Linear(3 * d, d, bias=False)
         self.embed_norm = nn.RMSNorm(d, eps=config.rms_eps)
@@ -199,9 +226,20 @@ class Drafter(nn.Module):
                                       config.max_log_length)
 
     # building blocks -------------------------------------------------------------------------
+    @torch.no_grad()
+    def fit_inputs(self, hidden: list[torch.Tensor]) -> None:
+        """Store per-dimension training statistics of the three fused layers' states ([N, d] each):
+        target states have a few huge "massive activation" dimensions that would otherwise dominate
+        the per-token RMSNorm and hide the rest of the signal."""
+        for i, states in enumerate(hidden):
+            self.feature_mean[i], self.feature_std[i] = feature_statistics(states)
+
     def fuse_features(self, hidden: list[torch.Tensor]) -> torch.Tensor:
-        """Fused low/mid/high target states [..., d] from the three layers' states, in order."""
-        return self.fuse(torch.cat([norm(h.float()) for norm, h in zip(self.layer_norms, hidden)], dim=-1))
+        """Fused low/mid/high target states [..., d] from the three layers' states, in order (each
+        standardised with the training statistics, then RMS-normalised)."""
+        parts = [norm((h.float() - mean) / std)
+                 for norm, h, mean, std in zip(self.layer_norms, hidden, self.feature_mean, self.feature_std)]
+        return self.fuse(torch.cat(parts, dim=-1))
 
     def step(self, features: torch.Tensor, next_ids: torch.Tensor, positions: torch.Tensor,
              past: KV | None = None, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, KV | None]:

@@ -18,6 +18,7 @@ from models.target import GenerationSettings
 
 VARIANTS = ["outlets", "lp-only", "sd-only", "no-decoder", "classification", "no-gate"]
 
+st.set_page_config(page_title="Drafter vs target · lenscope", layout="wide")
 st.title("Drafter vs target")
 st.caption("OUTLETS: a speculative drafter (EAGLE-3 style) with a length head, compared with an MLP probe "
            "on one target layer. Remaining length is predicted after prefill (static) and at every step.")
@@ -40,7 +41,7 @@ def train_section(expanded: bool) -> None:
         dataset = st.selectbox("Dataset", datasets["name"].tolist(), key="train_dataset")
         left, right = st.columns(2)
         variant = left.selectbox("Drafter variant", VARIANTS, key="train_variant")
-        epochs = left.number_input("Epochs", 1, 50, 3, key="train_epochs")
+        epochs = left.number_input("Epochs", 1, 50, 6, key="train_epochs")
         layer = right.number_input("Probe layer", 0, 200, 15, key="train_layer")
         mode = right.selectbox("Probe head", ["regression", "classification"], key="train_mode")
         jobs = {"drafter": lambda cb: train_drafter_job(store, target, dataset, variant, int(epochs), on_progress=cb),

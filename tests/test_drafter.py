@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from analysis.drafter_training import DrafterExample, VARIANTS, train_drafter
+from analysis.drafter_training import DrafterExample, VARIANTS, evaluation_metrics, predict_example, train_drafter
+from analysis.metrics import mae
 from analysis.probes import remaining_length_samples
 from analysis.speculative import acceptance_counts, acceptance_length, acceptance_rates, greedy_chain
 from models.drafter import Drafter, DrafterConfig, GatedSelfAttention, log_length, rotary
@@ -114,6 +117,46 @@ def test_training_reduces_loss_on_a_small_batch(variant):
     history = train_drafter(drafter, examples, spec, epochs=25, lr=3e-3, warmup=1)
     assert history[-1]["loss"] < 0.7 * history[0]["loss"]
     assert history[-1]["length"] < history[0]["length"]
+
+
+def decodable_example(run_id: int, split: str) -> DrafterExample:
+    """A run whose fused states carry log1p(remaining length) in one coordinate, next to a huge,
+    nearly constant "massive activation" coordinate and noise, like real target states."""
+    gen = torch.Generator().manual_seed(1000 + run_id)
+    prompt_len, output_length = 4, int(torch.randint(3, 160, (1,), generator=gen))
+    ex = synthetic_example(run_id, prompt_len, output_length)
+    t = ex.length
+    remaining = (output_length - (torch.arange(t) - prompt_len + 1)).clamp(1, output_length).float()
+    hidden = []
+    for _ in range(3):
+        h = torch.randn(t, D, generator=gen)
+        h[:, 0] = 400.0 + 20 * torch.randn(t, generator=gen)
+        h[:, 1] = 2 * torch.log1p(remaining) + 0.05 * torch.randn(t, generator=gen)
+        hidden.append(h.half())
+    return replace(ex, split=split, hidden=hidden)
+
+
+def test_trained_length_head_beats_a_constant_on_decodable_lengths():
+    """The real training loop learns a length signal present in the fused states (held-out runs)."""
+    train = [decodable_example(i, "train") for i in range(24)]
+    test = [decodable_example(100 + i, "test") for i in range(8)]
+    drafter = tiny_drafter()
+    train_drafter(drafter, train, VARIANTS["outlets"], epochs=8, lr=1e-3, warmup=2, runs_per_step=4)
+    frames = pd.concat([predict_example(drafter, ex)[0] for ex in train + test], ignore_index=True)
+    constant = frames.loc[frames["split"] == "train", "true"].mean()
+    held_out = frames[frames["split"] == "test"]
+    assert mae(held_out["predicted"], held_out["true"]) < 0.6 * mae(np.full(len(held_out), constant), held_out["true"])
+
+
+def test_evaluation_metrics_report_the_constant_train_mean_baseline():
+    frame = pd.DataFrame({"run_id": [1, 1, 2, 2, 3, 3], "step": [0, 40, 0, 40, 0, 40],
+                          "predicted": [10.0, 5.0, 20.0, 5.0, 12.0, 1.0], "true": [10, 1, 30, 2, 14, 3],
+                          "split": ["train", "train", "train", "train", "test", "test"]})
+    metrics = evaluation_metrics(frame, "test")
+    assert metrics["static_mae"] == pytest.approx(2.0) and metrics["dynamic_mae"] == pytest.approx(2.0)
+    assert metrics["constant_static_mae"] == pytest.approx(6.0)     # train step-0 mean 20 vs 14
+    assert metrics["constant_dynamic_mae"] == pytest.approx(6.0)    # steps 0..32 only: same rows
+    assert metrics["eval_split"] == "test" and metrics["n_runs"] == 1
 
 
 def test_sd_only_length_loss_does_not_move_the_backbone():

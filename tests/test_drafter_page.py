@@ -46,6 +46,7 @@ def test_page_trains_from_buttons_then_shows_charts_and_curves(page_env, target)
     assert not at.exception
     table = at.dataframe[0].value
     assert set(table["name"]) == {"drafter:pagetiny:outlets", "probe:pagetiny:L15:regression"}
+    assert {"constant static MAE", "constant dynamic MAE"} <= set(table.columns)
     charts = at.get("plotly_chart")
     assert len(charts) == 2                                # MAE by step, acceptance by step
     assert "UMAP" in " ".join(i.value for i in at.info)    # not computed yet: a button offers it

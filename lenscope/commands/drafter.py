@@ -17,8 +17,8 @@ def register(subparsers) -> None:
     p.add_argument("--dataset", default="dev", help="collected dataset to train on")
     p.add_argument("--variant", default="outlets", choices=VARIANT_CHOICES,
                    help="outlets (joint), lp-only, sd-only, no-decoder, classification, no-gate")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (the length head uses 3x)")
     p.add_argument("--max-step", type=int, default=128, help="store predictions for steps 0..max-step")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=run_drafter)

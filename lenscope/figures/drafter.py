@@ -65,6 +65,8 @@ def ablation_table(predictors: pd.DataFrame) -> pd.DataFrame:
         m, c = p.metrics or {}, p.config or {}
         rate = (m.get("acceptance") or [None])[0]
         rows.append({"name": p.name, "kind": p.kind, "variant": c.get("variant", c.get("mode")),
-                     "static MAE": m.get("static_mae"), "dynamic MAE (steps 0-32)": m.get("dynamic_mae"),
+                     "static MAE": m.get("static_mae"), "constant static MAE": m.get("constant_static_mae"),
+                     "dynamic MAE (steps 0-32)": m.get("dynamic_mae"),
+                     "constant dynamic MAE": m.get("constant_dynamic_mae"),
                      "acceptance step 1": rate, "tau": m.get("tau"), "eval split": m.get("eval_split")})
     return pd.DataFrame(rows)
