@@ -80,12 +80,6 @@ def evaluation_split(splits: Sequence[str]) -> str:
     return next(s for s in ("test", "val", "train") if s in present)
 
 
-def _dataset_id(store: Store, dataset: str) -> int | None:
-    frame = store.datasets_frame()
-    match = frame[frame["name"] == dataset]
-    return None if match.empty else int(match["dataset_id"].iloc[0])
-
-
 def drafter_name(dataset: str, variant: str) -> str:
     return f"drafter:{dataset}:{variant}"
 
@@ -134,7 +128,7 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
               "seed": seed, "topk": TOPK, "draft_steps": DRAFT_STEPS, **spec.drafter_overrides(),
               "fuse_layers": drafter.config.fuse_layers}
     pid = store.save_predictor(name, "drafter", config, metrics, str(path), store.ensure_model(target),
-                               _dataset_id(store, dataset))
+                               store.dataset_id(dataset))
     store.save_predictions(pid, predictions)
     return JobResult(pid, name, metrics)
 
@@ -182,7 +176,7 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: s
     path = probe.save(get_settings().artifact_dir / "probes" / name.replace(":", "-"))
     pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layer, "mode": mode,
                                                "epochs": epochs, "max_step": max_step, "seed": seed},
-                               metrics, str(path), int(runs["model_id"].iloc[0]), _dataset_id(store, dataset))
+                               metrics, str(path), int(runs["model_id"].iloc[0]), store.dataset_id(dataset))
     store.save_predictions(pid, predictions)
     return JobResult(pid, name, metrics)
 
