@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from analysis.plp import plp_steps
 from models.drafter import LengthHead, feature_statistics, length_from_log, log_length
 
 CONFIG_FILE = "config.json"
@@ -34,8 +35,7 @@ def remaining_length_samples(prompt_len: int, output_length: int, max_step: int 
     """Steps ``t = 0 .. min(L-1, max_step)`` of a run with prompt length ``P`` and output length ``L``:
     the last visible position is ``P - 1 + t`` (step 0 = right after prefill) and the true remaining
     length is ``L - t``."""
-    last = output_length - 1 if max_step is None else min(output_length - 1, max_step)
-    steps = np.arange(max(last + 1, 0))
+    steps = plp_steps(output_length, max_step)
     return StepSamples(steps=steps, positions=prompt_len - 1 + steps, remaining=output_length - steps)
 
 
