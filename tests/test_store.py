@@ -79,3 +79,18 @@ def test_predictors_predictions_traces_results(store, target):
 def test_sqlite_store_uses_wal(store):
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_cancelled_generation_stores_nothing_and_can_rerun(store, target):
+    class Cancelled(Exception):
+        pass
+
+    def cancel_at_third(step, total):
+        if step == 3:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        generate_cached(store, target, "Tell me a story.", SETTINGS, on_token=cancel_at_third)
+    assert store.runs_frame().empty
+    run, hit = generate_cached(store, target, "Tell me a story.", SETTINGS)
+    assert not hit and run.output_length >= 1
