@@ -11,7 +11,7 @@ Results page.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -43,10 +43,10 @@ from analysis.egtp_training import HeadConfig, save_head
 from cache.store import Store, text_hash
 from lenscope.drafter_jobs import JobResult, dataset_runs, evaluation_split
 from lenscope.egtp_jobs import run_features
+from lenscope.progress import Progress, no_progress
 from lenscope.settings import get_settings
 from models.target import TargetModel
 
-Progress = Callable[[int, int, str], None]
 BASELINES = ("ssjf-reg", "ssjf-mc", "s3", "trail", "pia", "ltr")
 DESCRIPTIONS = {
     "ssjf-reg": "SSJF-Reg: MLP regression of log length on proxy-encoder prompt embeddings",
@@ -57,10 +57,6 @@ DESCRIPTIONS = {
     "ltr": "LTR: learning-to-rank scorer on prompt embeddings, scores mapped to lengths by quantiles",
 }
 BASELINE_KIND, EMBEDDING_KIND, PIA_ANSWER_KIND = "baseline", "encoder_embedding", "pia_answer"
-
-
-def _noop(done: int, total: int, label: str) -> None:
-    return None
 
 
 @dataclass
@@ -87,7 +83,7 @@ def baseline_name(baseline: str, dataset: str) -> str:
     return f"{baseline}:{dataset}"
 
 
-def prompt_embeddings(store: Store, texts: Sequence[str], on_progress: Progress = _noop) -> torch.Tensor:
+def prompt_embeddings(store: Store, texts: Sequence[str], on_progress: Progress = no_progress) -> torch.Tensor:
     """Proxy-encoder embeddings [N, 384] of ``texts``, each distinct text encoded once and kept in the store."""
     distinct = list(dict.fromkeys(texts))
     found: dict[str, torch.Tensor] = {}
@@ -108,7 +104,7 @@ def prompt_embeddings(store: Store, texts: Sequence[str], on_progress: Progress 
 
 
 def pia_answers(store: Store, target: TargetModel, prompts: Sequence[str], max_new_tokens: int = 24,
-                on_progress: Progress = _noop) -> list[str]:
+                on_progress: Progress = no_progress) -> list[str]:
     """The target's answers to the PiA question for each prompt (asked once per model and prompt)."""
     answers: dict[str, str] = {}
     distinct = list(dict.fromkeys(prompts))
@@ -237,7 +233,7 @@ def baseline_metrics(frame: pd.DataFrame) -> dict:
 
 def train_baseline(store: Store, dataset: str, baseline: str, target: TargetModel | None = None,
                    config: BaselineConfig | None = None, data: BaselineData | None = None,
-                   on_progress: Progress = _noop) -> JobResult:
+                   on_progress: Progress = no_progress) -> JobResult:
     """Train one baseline on ``dataset``, store its artifact, predictor row and step-0 predictions."""
     if baseline not in FITTERS:
         raise ValueError(f"unknown baseline {baseline!r}; choose from {', '.join(BASELINES)}")
@@ -270,7 +266,7 @@ def parse_selection(text: str | Sequence[str] | None) -> list[str]:
 
 def train_baselines(store: Store, dataset: str, baselines: Sequence[str] = BASELINES,
                     target: TargetModel | None = None, config: BaselineConfig | None = None,
-                    on_progress: Progress = _noop) -> list[JobResult]:
+                    on_progress: Progress = no_progress) -> list[JobResult]:
     """Train the chosen baselines one after the other on the same data."""
     chosen = parse_selection(baselines)
     if "pia" in chosen and target is None:

@@ -3,7 +3,7 @@ train, predict, evaluate, and register predictors, predictions and UMAP embeddin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,25 +12,31 @@ import pandas as pd
 import torch
 
 from analysis.drafter_training import (
-    DrafterExample, evaluation_metrics, example_acceptance, get_variant, predict_example, target_topk,
+    DrafterExample,
+    evaluation_metrics,
+    example_acceptance,
+    get_variant,
+    predict_example,
+    target_topk,
     train_drafter,
 )
-from analysis.probes import LengthProbe, ProbeConfig, remaining_length_samples, train_probe
+from analysis.probes import (
+    LengthProbe,
+    ProbeConfig,
+    remaining_length_samples,
+    train_probe,
+)
 from analysis.speculative import acceptance_length, acceptance_rates
 from analysis.splits import split_of
 from cache.store import Store, StoredRun
+from lenscope.progress import Progress, no_progress
 from lenscope.settings import get_settings
 from models.drafter import Drafter
 from models.target import TargetModel
 
-Progress = Callable[[int, int, str], None]
 TOPK = 32            # target distribution truncated to its top-32 tokens for the KL
 DRAFT_STEPS = 5      # drafting horizon k of the acceptance evaluation
 UMAP_KIND = "drafter_umap"
-
-
-def _noop(done: int, total: int, label: str) -> None:
-    return None
 
 
 def dataset_runs(store: Store, dataset: str) -> pd.DataFrame:
@@ -61,7 +67,7 @@ def example_from_run(run: StoredRun, fuse_layers: Sequence[int], split: str,
 
 
 def load_examples(store: Store, target: TargetModel | None, dataset: str, fuse_layers: Sequence[int],
-                  on_progress: Progress = _noop) -> list[DrafterExample]:
+                  on_progress: Progress = no_progress) -> list[DrafterExample]:
     """Every run of ``dataset`` with at least one generated token, as drafter examples (with the
     target's top-k distributions when ``target`` is given)."""
     runs = dataset_runs(store, dataset)
@@ -95,7 +101,7 @@ class JobResult:
 
 def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", variant: str = "outlets",
                       epochs: int = 6, lr: float = 1e-3, max_step: int = 128, seed: int = 0,
-                      on_progress: Progress = _noop) -> JobResult:
+                      on_progress: Progress = no_progress) -> JobResult:
     """Train one drafter variant on the train split of ``dataset``, predict every run's remaining
     length at steps 0..max_step, measure acceptance on the evaluation split, save and register it."""
     spec = get_variant(variant)
@@ -145,7 +151,7 @@ def probe_samples(run: StoredRun, layer: int, max_step: int | None) -> tuple[tor
 
 def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: str = "regression",
                     epochs: int = 30, max_step: int = 128, seed: int = 0,
-                    on_progress: Progress = _noop) -> JobResult:
+                    on_progress: Progress = no_progress) -> JobResult:
     """Train a TRAIL-style MLP probe on one layer's states (all steps of the train split), predict
     steps 0..max_step of every run, and register it (kind ``probe``)."""
     runs = dataset_runs(store, dataset)
@@ -204,7 +210,7 @@ def umap_config(predictor_id: int, layer: int, n_points: int) -> dict:
 
 
 def representation_umap_job(store: Store, target: TargetModel, predictor_id: int, layer: int = 15,
-                            n_points: int = 1500, seed: int = 0, on_progress: Progress = _noop) -> dict:
+                            n_points: int = 1500, seed: int = 0, on_progress: Progress = no_progress) -> dict:
     """2-D UMAP of drafter representations and of target layer-``layer`` states at the same decoding
     steps (evaluation-split runs, up to ``n_points`` evenly subsampled), coloured by remaining length.
     Cached in the store as a ``drafter_umap`` result."""

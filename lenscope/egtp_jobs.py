@@ -7,14 +7,18 @@ database) and reports progress through ``on_progress(done, total, label)``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
-from analysis.attribution import entropy_importance_correlation, model_importance, pooled_importance
+from analysis.attribution import (
+    entropy_importance_correlation,
+    model_importance,
+    pooled_importance,
+)
 from analysis.egtp_training import HeadConfig, load_head, predict, save_head, train_head
 from analysis.metrics import mae, mae_by_step
 from analysis.plp import EVAL_STEPS, plp_inputs, plp_steps, remaining_frame
@@ -22,9 +26,9 @@ from analysis.pooling import POOLINGS, pool, prefix_pool
 from analysis.soft_label_head import SoftLabelHead
 from analysis.splits import split_by_prompt
 from cache.store import Store, StoredRun
+from lenscope.progress import Progress, no_progress
 from lenscope.settings import get_settings
 
-Progress = Callable[[int, int, str], None]
 FEATURES_KIND, ABLATION_KIND, ATTRIBUTION_KIND = "egtp_features", "egtp_pooling_ablation", "egtp_attribution"
 STATIC_KIND, PLP_KIND = "egtp_static", "egtp_plp"
 FEATURES_VERSION = 1
@@ -39,10 +43,6 @@ PAPER_ABLATION = pd.DataFrame({
 PAPER_PEARSON = 0.451
 # EGTP paper, PLP: MAE at 0 and 32 observed steps.
 PAPER_PLP = {"rl": (95.24, 80.86), "long_seq": (81.60, 67.11)}
-
-
-def _noop(done: int, total: int, label: str) -> None:
-    return None
 
 
 def compute_run_features(run: StoredRun, layer: int, alpha: float) -> dict[str, torch.Tensor]:
@@ -87,7 +87,7 @@ class FeatureTable:
 
 
 def feature_table(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: float = 1.0, seed: int = 42,
-                  on_progress: Progress = _noop) -> FeatureTable:
+                  on_progress: Progress = no_progress) -> FeatureTable:
     """Features of every run of ``dataset`` with its prompt-level train/val/test split."""
     runs = store.runs_frame(dataset)
     if runs.empty:
@@ -128,7 +128,7 @@ def _artifact(name: str):
 
 
 def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS, layer: int = DEFAULT_LAYER,
-                 alpha: float = 1.0, config: HeadConfig | None = None, on_progress: Progress = _noop) -> pd.DataFrame:
+                 alpha: float = 1.0, config: HeadConfig | None = None, on_progress: Progress = no_progress) -> pd.DataFrame:
     """Train one static soft-label head per pooling; store heads, predictions and the ablation table.
 
     Returns the ablation table (pooling, scenario, mae, n) on the test split, 'all' rows included.
@@ -197,7 +197,7 @@ def plp_samples(table: FeatureTable, run_ids: Sequence[int], max_step: int | Non
 
 
 def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: float = 1.0,
-              config: HeadConfig | None = None, on_progress: Progress = _noop) -> pd.DataFrame:
+              config: HeadConfig | None = None, on_progress: Progress = no_progress) -> pd.DataFrame:
     """Train the PLP head over every decoding step of the training runs; store it and its predictions at
     steps 0..32 for every split. Returns the test MAE by step (step, mae, n)."""
     cfg = config or HeadConfig(epochs=15, batch_size=64)
@@ -260,7 +260,7 @@ def token_attribution(head: SoftLabelHead, meta: dict, run: StoredRun, attr_laye
 
 def run_attribution(store: Store, dataset: str, layer: int = DEFAULT_LAYER, attr_layer: int | None = None,
                     alpha: float = 1.0, model=None, heads: Sequence[str] = ("egtp", "mean"),
-                    n_boot: int = 1000, on_progress: Progress = _noop) -> dict:
+                    n_boot: int = 1000, on_progress: Progress = no_progress) -> dict:
     """Entropy-importance correlation over the test prompts for the stored static heads ``heads``.
 
     ``attr_layer`` defaults to ``layer`` (pooling path); a lower layer needs ``model`` (model path).
