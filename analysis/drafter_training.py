@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from analysis.metrics import mae
+from analysis.metrics import constant_mean_mae, mae
 from analysis.probes import remaining_length_samples
 from analysis.speculative import acceptance_counts, greedy_chain
 from models.drafter import Drafter, length_from_log, log_length
@@ -233,5 +233,5 @@ def evaluation_metrics(frame: pd.DataFrame, eval_split: str, dynamic_steps: int 
     for key, steps in (("static", [0]), ("dynamic", range(dynamic_steps + 1))):
         fit, rows = train[train["step"].isin(steps)], evaluated[evaluated["step"].isin(steps)]
         constant[f"constant_{key}_mae"] = (None if fit.empty or rows.empty
-                                           else mae(np.full(len(rows), fit["true"].mean()), rows["true"]))
+                                           else constant_mean_mae(fit["true"], rows["true"]))
     return {**static_dynamic_mae(evaluated, dynamic_steps), **constant, "eval_split": eval_split}

@@ -14,6 +14,15 @@ def mae(predicted, true) -> float:
     return float(np.abs(p - t).mean())
 
 
+def constant_mean_mae(train_true, eval_true) -> float:
+    """MAE on ``eval_true`` of the constant predictor that always says the mean of ``train_true``."""
+    fit = np.asarray(train_true, dtype=float)
+    if fit.size == 0:
+        raise ValueError("the constant baseline needs at least one training length")
+    target = np.asarray(eval_true, dtype=float)
+    return mae(np.full(target.shape, fit.mean()), target)
+
+
 def mae_by_step(frame: pd.DataFrame, max_step: int | None = None) -> pd.DataFrame:
     """MAE of remaining-length predictions per decoding step (columns step, mae, n).
 

@@ -20,7 +20,7 @@ from analysis.attribution import (
     pooled_importance,
 )
 from analysis.egtp_training import HeadConfig, load_head, predict, save_head, train_head
-from analysis.metrics import mae, mae_by_step
+from analysis.metrics import constant_mean_mae, mae, mae_by_step
 from analysis.plp import EVAL_STEPS, plp_inputs, plp_steps, remaining_frame
 from analysis.pooling import POOLINGS, pool, prefix_pool
 from analysis.soft_label_head import SoftLabelHead
@@ -113,8 +113,8 @@ def _metrics(frame: pd.DataFrame) -> dict:
     out = {f"mae_{s}": mae(g["predicted"], g["true"]) for s, g in frame.groupby("split")}
     test = frame[frame["split"] == "test"]
     out["mae_test_by_scenario"] = {s: mae(g["predicted"], g["true"]) for s, g in test.groupby("scenario")}
-    train_mean = frame.loc[frame["split"] == "train", "true"].mean()
-    out["mae_test_constant_mean"] = float((test["true"] - train_mean).abs().mean()) if len(test) else None
+    out["mae_test_constant_mean"] = (constant_mean_mae(frame.loc[frame["split"] == "train", "true"], test["true"])
+                                     if len(test) else None)
     out["n"] = frame["split"].value_counts().to_dict()
     return out
 
