@@ -40,7 +40,7 @@ from analysis.benchmark import (
     kendall_tau,
 )
 from analysis.egtp_training import HeadConfig, save_head
-from analysis.metrics import constant_mean_mae
+from analysis.metrics import constant_mean_mae, mae
 from cache.store import Store, text_hash
 from lenscope.drafter_jobs import JobResult, dataset_runs, evaluation_split
 from lenscope.egtp_jobs import run_features
@@ -224,10 +224,10 @@ def baseline_metrics(frame: pd.DataFrame) -> dict:
     the MAE of the constant train-mean predictor."""
     eval_split = evaluation_split(frame["split"])
     ev = frame[frame["split"] == eval_split]
-    return {**{f"mae_{s}": float((g["predicted"] - g["true"]).abs().mean()) for s, g in frame.groupby("split")},
+    return {**{f"mae_{s}": mae(g["predicted"], g["true"]) for s, g in frame.groupby("split")},
             "eval_split": eval_split, "kendall_tau": kendall_tau(ev["predicted"], ev["true"]),
             "mae_constant_mean": constant_mean_mae(frame.loc[frame["split"] == "train", "true"], ev["true"]),
-            "mae_by_scenario": {s: float((g["predicted"] - g["true"]).abs().mean()) for s, g in ev.groupby("scenario")},
+            "mae_by_scenario": {s: mae(g["predicted"], g["true"]) for s, g in ev.groupby("scenario")},
             "n": frame["split"].value_counts().to_dict()}
 
 
