@@ -2,7 +2,10 @@
 
 import streamlit as st
 
-from lenscope.ui import get_store, model_picker
+from analysis.prompts import sample_prompts
+from lenscope.collect import collect_dataset
+from lenscope.ui import get_store, model_picker, run_job
+from models.engine import GenerationSettings
 
 st.set_page_config(page_title="lenscope", layout="wide")
 st.title("lenscope")
@@ -37,9 +40,26 @@ c1.metric("Runs (generations)", len(runs))
 c2.metric("Datasets", len(datasets))
 c3.metric("Trained predictors", len(predictors))
 if datasets.empty:
-    st.info("No dataset yet. Collect one with `python -m lenscope collect --n 200 --dataset default` "
-            "(generates answers with the target model and stores their true lengths).")
+    st.info("No dataset yet. Collect one below, or from the command line with "
+            "`python -m lenscope collect --n 200 --dataset default` (answers, true lengths, features).")
 else:
     st.dataframe(datasets[["name", "runs", "created"]], hide_index=True, width="stretch")
+if target is not None:
+    with st.expander("Collect a dataset", expanded=datasets.empty):
+        c1, c2, c3, c4 = st.columns(4)
+        name = c1.text_input("Dataset name", value="default", key="collect_name")
+        n = int(c2.number_input("Prompts", min_value=1, max_value=5000, value=40, key="collect_n"))
+        humaneval = c3.slider("HumanEval share", 0.0, 1.0, 0.25, key="collect_humaneval")
+        max_new = int(c4.number_input("Max new tokens", min_value=1, max_value=4096, value=1024,
+                                      key="collect_max_new"))
+        if st.button("Collect", type="primary"):
+            report = run_job(lambda on_progress: collect_dataset(
+                store, target, name.strip() or "default",
+                sample_prompts(n, {"sharegpt": 1 - humaneval, "humaneval": humaneval}),
+                GenerationSettings(max_new_tokens=max_new), on_progress=on_progress), start="Loading prompts...")
+            if report is not None:
+                st.success(f"{len(report.run_ids)} runs in {name!r}: {report.generated} generated "
+                           f"({report.finished} ended with end-of-turn, {report.tokens_per_s:.0f} tokens/s), "
+                           f"{report.cached} from the cache.")
 if not predictors.empty:
     st.dataframe(predictors[["name", "kind", "metrics", "created"]], hide_index=True, width="stretch")

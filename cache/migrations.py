@@ -22,9 +22,29 @@ def _default_sql(column: Column) -> str:
     return ""
 
 
+def _token_rows_to_arrays(conn, inspector) -> list[str]:
+    """Schema 2: per-token rows of ``token_features`` become one JSON array per run (``runs.tokens``);
+    entropy and top-k were always in the run's tensor file too. The old table is dropped afterwards."""
+    if "token_features" not in inspector.get_table_names():
+        return []
+    rows = conn.execute(text("SELECT run_id, token FROM token_features ORDER BY run_id, position")).all()
+    tokens: dict[int, list[str]] = {}
+    for run_id, token in rows:
+        tokens.setdefault(run_id, []).append(token)
+    runs = Base.metadata.tables["runs"]
+    for run_id, values in tokens.items():
+        conn.execute(runs.update().where(runs.c.id == run_id).values(tokens=values))
+    conn.execute(text("DROP TABLE token_features"))
+    return [f"move {len(rows)} token rows of {len(tokens)} runs into runs.tokens, drop table token_features"]
+
+
+DATA_MIGRATIONS = {2: _token_rows_to_arrays}
+
+
 def migrate(engine: Engine) -> list[str]:
-    """Create missing tables, add missing columns (nullable, with their scalar default) and record the
-    schema version. Returns the changes made. A store written by a newer lenscope is refused."""
+    """Create missing tables, add missing columns (nullable, with their scalar default), run the data
+    migrations of every newer schema version (:data:`DATA_MIGRATIONS`) and record the schema version.
+    Returns the changes made. A store written by a newer lenscope is refused."""
     inspector = inspect(engine)
     existing_tables = set(inspector.get_table_names())
     changes = [f"create table {t.name}" for t in Base.metadata.sorted_tables if t.name not in existing_tables]
@@ -46,6 +66,8 @@ def migrate(engine: Engine) -> list[str]:
         if version > SCHEMA_VERSION:
             raise ValueError(f"the store at {engine.url.render_as_string(hide_password=True)} has schema "
                              f"version {version}, newer than this lenscope ({SCHEMA_VERSION}): upgrade lenscope")
+        for step in sorted(v for v in DATA_MIGRATIONS if version < v <= SCHEMA_VERSION):
+            changes += DATA_MIGRATIONS[step](conn, inspector)
         if row is None:
             conn.execute(Meta.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
         elif version < SCHEMA_VERSION:

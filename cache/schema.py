@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def _now() -> datetime:
@@ -52,7 +52,11 @@ class Prompt(Base):
 
 
 class Run(Base):
-    """One generation of a model for a prompt with given settings (the cache key)."""
+    """One generation of a model for a prompt with given settings (the cache key).
+
+    Per-token arrays (ids, entropy, top-k, hidden states) live in the run's tensor file; ``tokens`` holds the
+    readable text of each token as one JSON array.
+    """
 
     __tablename__ = "runs"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -67,22 +71,11 @@ class Run(Base):
     layers: Mapped[list] = mapped_column(JSON)
     features_hash: Mapped[str] = mapped_column(String(64))
     features_path: Mapped[str] = mapped_column(String(512))
+    tokens: Mapped[list | None] = mapped_column(JSON, nullable=True)
     duration_s: Mapped[float] = mapped_column(Float)
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     model: Mapped[ModelRecord] = relationship()
     prompt: Mapped[Prompt] = relationship()
-
-
-class TokenFeature(Base):
-    """Per-token scalar features of a run (the hidden states live in the tensor file)."""
-
-    __tablename__ = "token_features"
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
-    token_id: Mapped[int] = mapped_column(Integer)
-    token: Mapped[str] = mapped_column(String(256))
-    generated: Mapped[bool] = mapped_column(Boolean)
-    entropy: Mapped[float] = mapped_column(Float)
 
 
 class Dataset(Base):

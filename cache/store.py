@@ -18,12 +18,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cache.migrations import migrate
 from cache.schema import (
-    Dataset, DatasetRun, ModelRecord, Prediction, Predictor, Prompt, Result, Run, TokenFeature, Trace,
-    TraceRequest,
+    Dataset, DatasetRun, ModelRecord, Prediction, Predictor, Prompt, Result, Run, Trace, TraceRequest,
 )
-from cache.tensors import TensorStore
+from cache.tensors import TensorStore, hidden_key_filter, pack_hidden, unpack_hidden
 from lenscope.settings import get_settings
-from models.target import Generation, SequenceFeatures, TargetModel
+from models.engine import Generation
+from models.target import SequenceFeatures, TargetModel
 
 
 def text_hash(text: str) -> str:
@@ -53,6 +53,16 @@ class StoredRun:
     @property
     def layers(self) -> list[int]:
         return sorted(self.features.hidden)
+
+
+@dataclass
+class NewRun:
+    """A generation to store, with the prompt it answers and where the prompt came from."""
+
+    prompt: str
+    generation: Generation
+    source: str = "user"
+    source_ref: str = ""
 
 
 class StoreUnavailableError(RuntimeError):
@@ -146,48 +156,57 @@ class Store:
 
     def find_run(self, key: str) -> int | None:
         """Id of the run stored under ``key``, if any."""
+        return self.find_runs([key]).get(key)
+
+    def find_runs(self, keys: Sequence[str]) -> dict[str, int]:
+        """Ids of the runs stored under any of ``keys`` (missing keys are absent)."""
+        found: dict[str, int] = {}
         with self.session() as s:
-            return s.scalar(select(Run.id).where(Run.key == key))
+            for start in range(0, len(keys), 500):
+                found.update(s.execute(select(Run.key, Run.id).where(Run.key.in_(keys[start:start + 500]))).all())
+        return found
 
     def save_run(self, target: TargetModel, prompt: str, generation: Generation,
                  source: str = "user", source_ref: str = "") -> int:
-        """Store a generation (metadata, token rows, tensors); returns its run id."""
-        feats = generation.features
-        layers = sorted(feats.hidden)
-        key = self.run_key(target.key, prompt, generation.settings, layers)
-        existing = self.find_run(key)
-        if existing is not None:
-            return existing
-        tensors = {
-            "input_ids": feats.input_ids, "entropy": feats.entropy.float(),
-            "topk_ids": feats.topk_ids, "topk_probs": feats.topk_probs.float(),
-            **{f"hidden.{layer}": feats.hidden[layer].half() for layer in layers},
-        }
-        digest, path = self.tensors.put(tensors)
-        model_id = self.ensure_model(target)
-        prompt_id = self.ensure_prompt(prompt, source, source_ref)
-        try:
-            return self._insert_run(key, model_id, prompt_id, generation, layers, digest, path)
-        except IntegrityError:  # another client stored the same run meanwhile
-            return self.find_run(key)
+        """Store one generation; returns its run id (see :meth:`save_runs`)."""
+        return self.save_runs(target, [NewRun(prompt, generation, source, source_ref)])[0]
 
-    def _insert_run(self, key: str, model_id: int, prompt_id: int, generation: Generation,
-                    layers: list[int], digest: str, path: Path) -> int:
-        feats = generation.features
+    def save_runs(self, target: TargetModel, runs: Sequence[NewRun]) -> list[int]:
+        """Store generations in one transaction (metadata row + one tensor file per run); returns their run
+        ids in order. A run already stored under the same key keeps its id, also when another client
+        stores it at the same moment."""
+        model_id = self.ensure_model(target)
+        rows = []
+        for new in runs:
+            gen, feats = new.generation, new.generation.features
+            key = self.run_key(target.key, new.prompt, gen.settings, sorted(feats.hidden))
+            digest, path = self.tensors.put({
+                "input_ids": feats.input_ids, "entropy": feats.entropy.float(),
+                "topk_ids": feats.topk_ids, "topk_probs": feats.topk_probs.float(), **pack_hidden(feats.hidden),
+            })
+            rows.append((key, self.ensure_prompt(new.prompt, new.source, new.source_ref), new, digest, path))
+        try:
+            return self._insert_runs(model_id, rows)
+        except IntegrityError:  # another client stored one of them meanwhile: the retry finds its id
+            return self._insert_runs(model_id, rows)
+
+    def _insert_runs(self, model_id: int, rows: list) -> list[int]:
         with self.session() as s:
-            run = Run(key=key, model_id=model_id, prompt_id=prompt_id, settings=generation.settings,
-                      response=generation.text, prompt_tokens=generation.prompt_len,
-                      output_tokens=generation.output_length, finished=generation.finished, layers=layers,
-                      features_hash=digest, features_path=str(path), duration_s=generation.duration_s)
-            s.add(run)
-            s.flush()
-            s.add_all(
-                TokenFeature(run_id=run.id, position=i, token_id=int(tid), token=tok[:256],
-                             generated=i >= generation.prompt_len, entropy=float(h))
-                for i, (tid, tok, h) in enumerate(zip(feats.input_ids.tolist(), feats.tokens,
-                                                       feats.entropy.tolist()))
-            )
-            return run.id
+            known = dict(s.execute(select(Run.key, Run.id).where(Run.key.in_([r[0] for r in rows]))).all())
+            ids = []
+            for key, prompt_id, new, digest, path in rows:
+                if key not in known:
+                    gen = new.generation
+                    run = Run(key=key, model_id=model_id, prompt_id=prompt_id, settings=gen.settings,
+                              response=gen.text, prompt_tokens=gen.prompt_len, output_tokens=gen.output_length,
+                              finished=gen.finished, layers=sorted(gen.features.hidden), features_hash=digest,
+                              features_path=str(path), duration_s=gen.duration_s,
+                              tokens=[t[:256] for t in gen.features.tokens])
+                    s.add(run)
+                    s.flush()
+                    known[key] = run.id
+                ids.append(known[key])
+            return ids
 
     def load_run(self, run_id: int, layers: Sequence[int] | None = None) -> StoredRun:
         """Read a run and its features back (hidden states as float32; only ``layers`` if given)."""
@@ -195,22 +214,17 @@ class Store:
             run = s.get(Run, run_id)
             if run is None:
                 raise KeyError(f"no run with id {run_id}")
-            tokens = list(s.scalars(select(TokenFeature.token).where(TokenFeature.run_id == run_id)
-                                    .order_by(TokenFeature.position)))
             prompt = run.prompt.text
-        wanted = None if layers is None else {f"hidden.{layer}" for layer in layers}
-        t = self.tensors.get(run.features_hash,
-                             None if wanted is None else lambda k: not k.startswith("hidden.") or k in wanted)
-        hidden = {int(k.split(".", 1)[1]): v.float() for k, v in t.items() if k.startswith("hidden.")}
-        feats = SequenceFeatures(input_ids=t["input_ids"], tokens=tokens, entropy=t["entropy"],
-                                 topk_ids=t["topk_ids"], topk_probs=t["topk_probs"], hidden=hidden)
+        t = self.tensors.get(run.features_hash, None if layers is None else hidden_key_filter(layers))
+        feats = SequenceFeatures(input_ids=t["input_ids"], tokens=list(run.tokens or []), entropy=t["entropy"],
+                                 topk_ids=t["topk_ids"], topk_probs=t["topk_probs"], hidden=unpack_hidden(t))
         return StoredRun(id=run.id, prompt_id=run.prompt_id, prompt=prompt, response=run.response,
                          prompt_len=run.prompt_tokens, output_length=run.output_tokens,
                          finished=run.finished, settings=run.settings, features=feats)
 
     def runs_frame(self, dataset: str | None = None) -> pd.DataFrame:
         """One row per run (optionally of one dataset): ids, prompt, lengths, scenario."""
-        cols = [Run.id.label("run_id"), Run.prompt_id, Prompt.text.label("prompt"), Prompt.source,
+        cols = [Run.id.label("run_id"), Run.prompt_id, Prompt.text.label("prompt"), Prompt.source, Prompt.source_ref,
                 Run.prompt_tokens, Run.output_tokens, Run.finished, Run.model_id, Run.created]
         query = select(*cols).join(Prompt, Prompt.id == Run.prompt_id)
         if dataset is not None:

@@ -47,3 +47,40 @@ class TensorStore:
             raise FileNotFoundError(f"tensor file {path} is missing from the store")
         with safe_open(str(path), framework="pt") as fh:
             return {k: fh.get_tensor(k) for k in fh.keys() if keys is None or keys(k)}
+
+
+HALF_SAFE = 32768.0  # rows whose largest |value| exceeds this are scaled into float16's range (max 65504)
+
+
+def pack_hidden(hidden: dict[int, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Hidden states ``{layer: [T, d]}`` as float16 tensors ``hidden.<layer>``. A row (token) whose largest
+    magnitude would overflow float16 is divided by a power of two, stored in ``hidden.<layer>.scale``
+    (exact, so other rows keep full float16 precision); layers that need no scaling store none."""
+    out: dict[str, torch.Tensor] = {}
+    for layer, states in hidden.items():
+        states = states.float()
+        peak = states.abs().amax(-1) if states.numel() else states.new_zeros(states.shape[0])
+        exponent = torch.ceil(torch.log2(peak.clamp(min=HALF_SAFE) / HALF_SAFE))
+        if bool((exponent > 0).any()):
+            scale = torch.exp2(exponent)
+            out[f"hidden.{layer}.scale"] = scale
+            states = states / scale[:, None]
+        out[f"hidden.{layer}"] = states.half()
+    return out
+
+
+def unpack_hidden(tensors: dict[str, torch.Tensor]) -> dict[int, torch.Tensor]:
+    """Float32 hidden states ``{layer: [T, d]}`` back from :func:`pack_hidden`'s tensors."""
+    hidden = {}
+    for key, value in tensors.items():
+        parts = key.split(".")
+        if parts[0] == "hidden" and len(parts) == 2:
+            scale = tensors.get(f"{key}.scale")
+            hidden[int(parts[1])] = value.float() if scale is None else value.float() * scale[:, None]
+    return hidden
+
+
+def hidden_key_filter(layers) -> Callable[[str], bool]:
+    """Key filter for :meth:`TensorStore.get` that loads every array but only the given layers' states."""
+    wanted = {f"hidden.{layer}" for layer in layers}
+    return lambda key: not key.startswith("hidden.") or key.removesuffix(".scale") in wanted

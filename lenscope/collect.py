@@ -1,24 +1,37 @@
-"""Dataset collection: sample prompts, generate with the target, store runs with true lengths."""
+"""Dataset collection: sample prompts with the batched engine, store runs with true lengths as they finish."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from analysis.prompts import PromptItem
-from cache.store import Store
-from lenscope.runs import generate_cached
-from models.target import GenerationSettings, TargetModel
+from cache.store import NewRun, Store
+from lenscope.progress import Progress, no_progress
+from models.engine import BatchedEngine, GenerationSettings
+from models.target import TargetModel
+
+FLUSH_RUNS = 16
+FLUSH_SECONDS = 20.0
 
 
 @dataclass
 class CollectReport:
-    """What a collection did: runs in the dataset, how many were generated vs found in the cache."""
+    """What a collection did: its runs (in request order), how many were generated vs found in the cache,
+    how many generated answers ended with the end-of-turn token, and the engine's throughput."""
 
     dataset_id: int
     run_ids: list[int]
     generated: int
     cached: int
+    finished: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
 
 
 def collect_dataset(
@@ -29,29 +42,62 @@ def collect_dataset(
     settings: GenerationSettings,
     samples_per_prompt: int = 1,
     layers: Sequence[int] | None = None,
-    on_progress: Callable[[int, int, bool], None] | None = None,
+    batch_size: int | str = "auto",
+    features: str = "decode",
+    on_progress: Progress = no_progress,
 ) -> CollectReport:
     """Generate ``samples_per_prompt`` answers (seeds ``seed..seed+K-1``) for every prompt into dataset
-    ``name``. Already stored generations are reused, so an interrupted collection resumes where it
-    stopped. ``on_progress(done, total, cached)`` is called after each run.
+    ``name`` with the batched engine. Runs already stored are reused and finished runs are written in
+    batches as they complete, so an interrupted collection resumes where it stopped.
+    ``on_progress(done, total, label)`` reports runs done, with the engine's tokens/s as the label (the CLI's
+    bar and the app's progress bar add the ETA).
     """
     if samples_per_prompt < 1:
         raise ValueError("samples_per_prompt must be at least 1")
-    config = {"settings": settings.as_dict(), "samples_per_prompt": samples_per_prompt,
-              "layers": list(layers or target.default_layers())}
+    layers = target.check_layers(layers)
+    config = {"settings": settings.as_dict(), "samples_per_prompt": samples_per_prompt, "layers": layers}
     dataset_id = store.ensure_dataset(name, store.ensure_model(target), config)
-    total = len(prompts) * samples_per_prompt
-    report = CollectReport(dataset_id, [], 0, 0)
-    for item in prompts:
-        for k in range(samples_per_prompt):
-            sample = GenerationSettings(settings.max_new_tokens, settings.temperature, settings.top_p,
-                                        settings.seed + k)
-            run, hit = generate_cached(store, target, item.text, sample, layers,
-                                       source=item.source, source_ref=item.ref)
-            store.add_to_dataset(dataset_id, run.id, item.scenario)
-            report.run_ids.append(run.id)
-            report.cached += hit
-            report.generated += not hit
-            if on_progress:
-                on_progress(len(report.run_ids), total, hit)
+    requests = [(item, replace(settings, seed=settings.seed + k)) for item in prompts
+                for k in range(samples_per_prompt)]
+    keys = [store.run_key(target.key, item.text, s.as_dict(), layers) for item, s in requests]
+    found = store.find_runs(keys)
+    run_ids: list[int | None] = [found.get(key) for key in keys]
+    report = CollectReport(dataset_id, [], generated=0, cached=sum(r is not None for r in run_ids))
+    todo = [i for i, run_id in enumerate(run_ids) if run_id is None]
+    total = len(requests)
+    pending: list[tuple[int, NewRun]] = []
+    last_flush = time.perf_counter()
+
+    def flush() -> None:
+        nonlocal pending, last_flush
+        if pending:
+            saved = store.save_runs(target, [new for _, new in pending])
+            for (i, _), run_id in zip(pending, saved):
+                run_ids[i] = run_id
+                store.add_to_dataset(dataset_id, run_id, requests[i][0].scenario)
+        pending, last_flush = [], time.perf_counter()
+
+    engine = BatchedEngine(target, layers, batch_size=batch_size, features=features)
+    on_progress(report.cached, total, "cached runs")
+    start = time.perf_counter()
+    try:
+        prompt_ids = [target.chat_ids(requests[i][0].text) for i in todo]
+        for j, generation in engine.run(prompt_ids, [requests[i][1] for i in todo]):
+            i = todo[j]
+            item = requests[i][0]
+            pending.append((i, NewRun(item.text, generation, item.source, item.ref)))
+            report.generated += 1
+            report.finished += generation.finished
+            if len(pending) >= FLUSH_RUNS or time.perf_counter() - last_flush > FLUSH_SECONDS:
+                flush()
+            done = report.cached + report.generated
+            on_progress(done, total, f"{engine.stats.tokens_per_s:,.0f} tok/s")
+    finally:
+        flush()  # an interruption keeps every run that finished
+    report.seconds, report.tokens = time.perf_counter() - start, engine.stats.tokens
+    waiting = set(todo)
+    for i, (item, _) in enumerate(requests):
+        if i not in waiting:
+            store.add_to_dataset(dataset_id, run_ids[i], item.scenario)
+    report.run_ids = [int(r) for r in run_ids]
     return report

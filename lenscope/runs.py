@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from cache.store import Store, StoredRun
-from models.target import GenerationSettings, TargetModel
+from models.engine import GenerationSettings, generate
+from models.target import TargetModel
 
 
 def generate_cached(
@@ -27,6 +28,6 @@ def generate_cached(
     run_id = store.find_run(key)
     if run_id is not None:
         return store.load_run(run_id), True
-    generation = target.generate(prompt, settings, layers, on_token=on_token)
+    generation = generate(target, prompt, settings, layers, on_token=on_token)
     run_id = store.save_run(target, prompt, generation, source=source, source_ref=source_ref)
     return store.load_run(run_id), False

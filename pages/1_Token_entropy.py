@@ -6,7 +6,7 @@ from lenscope.figures.entropy import entropy_heatmap, entropy_profile
 from lenscope.runs import generate_cached
 from lenscope.token_view import token_table
 from lenscope.ui import get_store, model_picker, run_job
-from models.target import GenerationSettings
+from models.engine import GenerationSettings
 
 st.set_page_config(page_title="Token entropy · lenscope", layout="wide")
 st.title("Token entropy")

@@ -7,7 +7,7 @@ from lenscope.egtp_jobs import (ABLATION_KIND, ATTRIBUTION_KIND, PAPER_PEARSON, 
 from lenscope.figures.egtp import entropy_importance_scatter, token_bars
 from lenscope.runs import generate_cached
 from lenscope.ui import dataset_picker, get_store, head_settings, model_picker, run_job
-from models.target import GenerationSettings
+from models.engine import GenerationSettings
 
 st.set_page_config(page_title="Attribution · lenscope", layout="wide")
 st.title("Token attribution")

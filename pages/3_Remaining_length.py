@@ -6,7 +6,7 @@ from lenscope.egtp_jobs import PAPER_PLP, PLP_KIND, load_predictor, plp_mae_curv
 from lenscope.figures.egtp import mae_by_step_figure, remaining_length_figure
 from lenscope.runs import generate_cached
 from lenscope.ui import dataset_picker, get_store, head_settings, model_picker, run_job
-from models.target import GenerationSettings
+from models.engine import GenerationSettings
 
 st.set_page_config(page_title="Remaining length · lenscope", layout="wide")
 st.title("Remaining length (PLP)")

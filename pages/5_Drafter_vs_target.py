@@ -14,7 +14,7 @@ from lenscope.figures.drafter import (
     ablation_table, acceptance_figure, mae_by_step_figure, remaining_curves_figure, umap_figure,
 )
 from lenscope.runs import generate_cached
-from models.target import GenerationSettings
+from models.engine import GenerationSettings
 
 VARIANTS = ["outlets", "lp-only", "sd-only", "no-decoder", "classification", "no-gate"]
 

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import torch
 
-from models.target import Generation, SequenceFeatures
+from models.engine import Generation
+from models.target import SequenceFeatures
 
 SYNTHETIC_LAYER = 30
 

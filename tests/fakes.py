@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import torch
 
-from models.target import Generation, SequenceFeatures
+from models.engine import Generation
+from models.target import SequenceFeatures
 
 
 def fake_target(key: str = "fake-model") -> SimpleNamespace:

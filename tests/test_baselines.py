@@ -141,7 +141,7 @@ def test_baseline_jobs_train_cache_and_register(store, target, monkeypatch):
         train_baselines,
     )
     from lenscope.collect import collect_dataset
-    from models.target import GenerationSettings
+    from models.engine import GenerationSettings
 
     prompts = [PromptItem(f"Name {k} {thing}.", "user", f"{k}{thing}") for k in ("one", "two", "three")
                for thing in ("fruits", "planets", "colours", "rivers")]

@@ -192,7 +192,7 @@ def make_tiny_dataset(store, target, name: str = "tiny", n: int = 4, max_new_tok
     """A few real short generations of the embedded target, collected into dataset ``name``."""
     from analysis.prompts import PromptItem
     from lenscope.collect import collect_dataset
-    from models.target import GenerationSettings
+    from models.engine import GenerationSettings
 
     prompts = [PromptItem(text, "user", f"t{i}") for i, text in enumerate(PROMPTS[:n])]
     collect_dataset(store, target, name, prompts, GenerationSettings(max_new_tokens=max_new_tokens, seed=1))

@@ -8,7 +8,7 @@ from analysis.splits import split_of
 from lenscope.cli import main
 from lenscope.collect import collect_dataset
 from lenscope.egtp_jobs import ABLATION_KIND, ATTRIBUTION_KIND, PLP_KIND, STATIC_KIND, train_static
-from models.target import GenerationSettings
+from models.engine import GenerationSettings
 from tests.apptest import open_page
 
 PROMPTS = ["Say hi.", "Name a color.", "Count to five.", "What is 2+2?", "Write a haiku about rain.",

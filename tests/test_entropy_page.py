@@ -3,7 +3,7 @@
 from lenscope.figures.entropy import entropy_heatmap
 from lenscope.token_view import token_table
 from lenscope.runs import generate_cached
-from models.target import GenerationSettings
+from models.engine import GenerationSettings
 from tests.apptest import open_page
 
 
@@ -24,6 +24,19 @@ def test_home_page_shows_model_and_store(data_dir):
     assert any("30 layers" in m.value for m in at.markdown)
     assert [m.value for m in at.metric] == ["0", "0", "0"]
     assert any("lenscope collect" in i.value for i in at.info)
+
+
+def test_home_page_collects_a_dataset_with_progress(data_dir):
+    at = open_page("app.py").run()
+    at.text_input(key="collect_name").input("home")
+    at.number_input(key="collect_n").set_value(2)
+    at.slider(key="collect_humaneval").set_value(0.0)
+    at.number_input(key="collect_max_new").set_value(4)
+    at.button[0].click().run()
+    assert not at.exception and not at.error
+    assert any("2 runs in 'home': 2 generated" in s.value for s in at.success)
+    at.run()
+    assert [m.value for m in at.metric][:2] == ["2", "1"]
 
 
 def test_entropy_page_generates_and_caches(data_dir):

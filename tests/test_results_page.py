@@ -34,7 +34,7 @@ def seed_store(store, target, dataset: str = "bench") -> pd.DataFrame:
     """Eight real short runs (two scenarios) and three predictors with known errors:
     ``close`` (true + 2), ``flat`` (always 50) and a dynamic ``steps`` predictor (steps 0..2, exact)."""
     from lenscope.collect import collect_dataset
-    from models.target import GenerationSettings
+    from models.engine import GenerationSettings
 
     prompts = [PromptItem(f"Count from one to {k}.", "user", str(k), "chat" if k % 2 else "reasoning")
                for k in range(1, 9)]
@@ -112,7 +112,7 @@ def test_page_without_dataset(data_dir):
 
 def test_page_with_dataset_but_no_predictor(store, target):
     from lenscope.collect import collect_dataset
-    from models.target import GenerationSettings
+    from models.engine import GenerationSettings
 
     collect_dataset(store, target, "empty", [PromptItem("Hi.", "user", "x")], GenerationSettings(3), layers=[])
     at = open_page(PAGE).run()

@@ -13,6 +13,14 @@ def test_embedded_default_is_found_without_import():
         assert source.spec == DEFAULT_SOURCE and source.gguf_file == EMBEDDED_FILE
 
 
+def test_second_embedded_model_is_assembled_once_and_unknown_names_are_refused():
+    first = resolve_source("embedded:gemma3-270m")
+    assert first.spec == "embedded:gemma3-270m" and first.gguf_file == "gemma-3-270m-q4_k_m.gguf"
+    assert resolve_source("embedded:gemma3-270m") == first
+    with pytest.raises(ValueError, match="unknown embedded model"):
+        resolve_source("embedded:llama-70b")
+
+
 def test_missing_path_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         resolve_source(str(tmp_path / "nope" / "model"))

@@ -5,15 +5,17 @@ import pytest
 import torch
 
 from lenscope.runs import generate_cached
-from models.target import GenerationSettings
+from models.engine import GenerationSettings, generate
 
 SETTINGS = GenerationSettings(max_new_tokens=8, temperature=0.7, seed=1)
 
 
 def test_generate_cached_hits_on_same_request_and_misses_otherwise(store, target, monkeypatch):
+    import lenscope.runs
+
     calls = []
-    real = target.generate
-    monkeypatch.setattr(target, "generate", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = lenscope.runs.generate
+    monkeypatch.setattr(lenscope.runs, "generate", lambda *a, **k: calls.append(a) or real(*a, **k))
     first, hit1 = generate_cached(store, target, "Say hello.", SETTINGS)
     second, hit2 = generate_cached(store, target, "Say hello.", SETTINGS)
     assert (hit1, hit2) == (False, True) and len(calls) == 1 and first.id == second.id
@@ -23,7 +25,7 @@ def test_generate_cached_hits_on_same_request_and_misses_otherwise(store, target
 
 
 def test_run_round_trip_keeps_features(store, target):
-    gen = target.generate("Count to three.", SETTINGS)
+    gen = generate(target, "Count to three.", SETTINGS)
     run = store.load_run(store.save_run(target, "Count to three.", gen))
     assert run.output_length == gen.output_length and run.prompt_len == gen.prompt_len
     assert run.response == gen.text and run.features.tokens == gen.features.tokens
@@ -94,3 +96,27 @@ def test_cancelled_generation_stores_nothing_and_can_rerun(store, target):
     assert store.runs_frame().empty
     run, hit = generate_cached(store, target, "Tell me a story.", SETTINGS)
     assert not hit and run.output_length >= 1
+
+
+def test_hidden_states_beyond_float16_range_survive(store):
+    from tests.fakes import fake_generation, fake_target
+
+    gen = fake_generation(3, 4, layers=(1, 2))
+    gen.features.hidden[1][2, 1] = 1e5  # a massive activation, above float16's 65504
+    gen.features.hidden[1][4, 3] = -3.3e6
+    run = store.load_run(store.save_run(fake_target(), "massive", gen))
+    for layer in (1, 2):
+        torch.testing.assert_close(run.features.hidden[layer], gen.features.hidden[layer], rtol=1e-3, atol=1e-3)
+    assert torch.isfinite(run.features.hidden[1]).all()
+    only = store.load_run(run.id, layers=[1])
+    torch.testing.assert_close(only.features.hidden[1], gen.features.hidden[1], rtol=1e-3, atol=1e-3)
+
+
+def test_runs_are_written_in_batches_and_keep_their_ids(store):
+    from cache.store import NewRun
+    from tests.fakes import fake_generation, fake_target
+
+    new = [NewRun(f"prompt {i}", fake_generation(2, 3 + i, seed=i)) for i in range(5)]
+    ids = store.save_runs(fake_target(), new)
+    assert len(set(ids)) == 5 and store.save_runs(fake_target(), new[::-1]) == ids[::-1]
+    assert store.load_run(ids[2]).features.tokens == new[2].generation.features.tokens

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from sqlalchemy import select
 
-from cache.schema import SCHEMA_VERSION, Run, TokenFeature
+from cache.schema import SCHEMA_VERSION, Run
 from cache.store import Store, StoreUnavailableError
 from tests.fakes import fake_generation, fake_target
 
@@ -28,6 +28,31 @@ def test_older_schema_is_migrated_not_crashed(data_dir):
     assert "add column prompts.source" in store.migrations and "create table runs" in store.migrations
     assert f"schema version 0 -> {SCHEMA_VERSION}" in store.migrations
     assert store.ensure_prompt("a new prompt") == 2
+    assert Store().migrations == []
+
+
+def test_schema_1_token_rows_become_per_run_arrays(data_dir):
+    from tests.fakes import fake_generation, fake_target
+
+    store = Store()
+    run_id = store.save_run(fake_target(), "an old run", fake_generation(3, 2))
+    tokens = store.load_run(run_id).features.tokens
+    db = sqlite3.connect(data_dir / "lenscope.db")
+    db.executescript("""
+        UPDATE meta SET value = '1' WHERE key = 'schema_version';
+        UPDATE runs SET tokens = NULL;
+        CREATE TABLE token_features (run_id INTEGER, position INTEGER, token_id INTEGER, token VARCHAR(256),
+                                     generated BOOLEAN, entropy FLOAT, PRIMARY KEY (run_id, position));
+    """)
+    db.executemany("INSERT INTO token_features VALUES (?, ?, 0, ?, 0, 0.5)",
+                   [(run_id, i, tok) for i, tok in reversed(list(enumerate(tokens)))])
+    db.commit()
+    db.close()
+    migrated = Store()
+    assert any("drop table token_features" in change for change in migrated.migrations)
+    assert migrated.load_run(run_id).features.tokens == tokens
+    with migrated.engine.connect() as conn:
+        assert "token_features" not in conn.dialect.get_table_names(conn)
     assert Store().migrations == []
 
 
@@ -87,8 +112,7 @@ def test_two_concurrent_clients_do_not_corrupt_the_store(data_dir):
     assert len(runs) == 6 + 6 + 6
     with store.session() as s:
         for run in s.scalars(select(Run)):
-            n_tokens = len(s.scalars(select(TokenFeature.position).where(TokenFeature.run_id == run.id)).all())
-            assert n_tokens == run.prompt_tokens + run.output_tokens
+            assert len(run.tokens) == run.prompt_tokens + run.output_tokens
     for run_id in runs["run_id"]:
         loaded = store.load_run(int(run_id))
         assert len(loaded.features) == loaded.prompt_len + loaded.output_length
@@ -100,7 +124,7 @@ def test_store_on_postgresql(tmp_path):
 
     store = Store(url=PG_URL, tensor_dir=tmp_path / "tensors")
     with store.engine.begin() as conn:
-        conn.execute(text("TRUNCATE runs, prompts, models, token_features, datasets, dataset_runs CASCADE"))
+        conn.execute(text("TRUNCATE runs, prompts, models, datasets, dataset_runs CASCADE"))
     target = fake_target("pg-model")
     run_id = store.save_run(target, "hello postgres", fake_generation(4, 6))
     assert store.save_run(target, "hello postgres", fake_generation(4, 6)) == run_id

@@ -1,11 +1,11 @@
-"""The real embedded target: one-pass features, entropy from logits, and the recording generation loop."""
+"""The real embedded target: one-pass features, entropy from logits, and live generation through the engine."""
 
 import numpy as np
 import pytest
 import torch
 
 from models.logits import summarize_logits
-from models.target import GenerationSettings
+from models.engine import GenerationSettings, generate
 
 
 def test_model_shape(target):
@@ -39,7 +39,7 @@ def test_summarize_logits_on_uniform_and_peaked():
 
 def test_generation_records_every_position_consistently(target):
     settings = GenerationSettings(max_new_tokens=12, temperature=0.7, seed=3)
-    gen = target.generate("Write one short sentence about cats.", settings, layers=[15, 30])
+    gen = generate(target, "Write one short sentence about cats.", settings, layers=[15, 30])
     n = gen.prompt_len + gen.output_length
     assert len(gen.features) == n and gen.features.entropy.shape == (n,)
     assert gen.features.hidden[15].shape == (n, 576)
@@ -48,12 +48,12 @@ def test_generation_records_every_position_consistently(target):
     one_pass = target.sequence_features(gen.features.input_ids.tolist(), layers=[15, 30])
     torch.testing.assert_close(one_pass.entropy, gen.features.entropy, atol=1e-3, rtol=1e-3)
     torch.testing.assert_close(one_pass.hidden[30], gen.features.hidden[30], atol=2e-3, rtol=1e-3)
-    again = target.generate("Write one short sentence about cats.", settings, layers=[15, 30])
+    again = generate(target, "Write one short sentence about cats.", settings, layers=[15, 30])
     assert again.output_ids == gen.output_ids
 
 
 def test_greedy_generation_stops_at_end_of_turn(target):
-    gen = target.generate("What is the capital of France? Answer in one word.",
+    gen = generate(target, "What is the capital of France? Answer in one word.",
                           GenerationSettings(max_new_tokens=40, temperature=0.0))
     assert gen.finished and gen.output_ids[-1] in target.stop_ids
     assert "Paris" in gen.text and "<|im_end|>" not in gen.text
@@ -69,4 +69,4 @@ def test_bad_inputs_are_clear_errors(target):
     with pytest.raises(ValueError, match="outside"):
         target.prompt_features("hi", layers=[31])
     with pytest.raises(ValueError, match="max_new_tokens"):
-        target.generate("hi", GenerationSettings(max_new_tokens=0))
+        generate(target, "hi", GenerationSettings(max_new_tokens=0))

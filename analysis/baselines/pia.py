@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from models.target import GenerationSettings, TargetModel
+from models.engine import GenerationSettings, generate
+from models.target import TargetModel
 
 PIA_TEMPLATE = ("Before you answer the request below, estimate how long your answer will be. "
                 "Reply with only the number of words your answer will have, nothing else.\n\n"
@@ -99,4 +100,4 @@ def parse_length_answer(answer: str, fallback: float) -> LengthEstimate:
 def ask_length(target: TargetModel, prompt: str, max_new_tokens: int = 24) -> str:
     """The target's greedy answer to the PiA question about ``prompt`` (no hidden states recorded)."""
     settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.0, seed=0)
-    return target.generate(PIA_TEMPLATE.format(prompt=prompt), settings, layers=[]).text.strip()
+    return generate(target, PIA_TEMPLATE.format(prompt=prompt), settings, layers=[]).text.strip()
