@@ -4,6 +4,7 @@ lengths, and their tokens as a portable file."""
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 
 from analysis.scenarios import LONG_TOKEN_CAP, SCENARIO_SAMPLING, SCENARIOS
@@ -29,6 +30,10 @@ def _batch_size(text: str) -> int | str:
     if size < 1:
         raise argparse.ArgumentTypeError(f"batch size must be 'auto' or a positive integer, not {text!r}")
     return size
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def register(subparsers) -> None:
@@ -119,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
                                  lambda text: len(target.tokenizer(text)["input_ids"]), budget)
     store = Store()
     settings = GenerationSettings(args.max_new_tokens, temperature, args.top_p, args.seed)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` (and background jobs, which ignore SIGINT) keep finished runs
     with progress_bar(len(prompts) * samples, f"collect {args.dataset}") as bar:
         def step(done: int, total: int, label: str) -> None:
             bar.n = done
