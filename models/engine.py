@@ -21,7 +21,7 @@ from transformers import DynamicCache
 
 from models.kv_slots import SlotCache
 from models.logits import LogitSummary, summarize_logits
-from models.target import (TOP_K, SequenceFeatures, TargetModel, group_by_length, left_pad,
+from models.target import (FORWARD_TOKENS, TOP_K, SequenceFeatures, TargetModel, group_by_length, left_pad,
                            positions_from_mask)
 
 SAMPLER_VERSION = "rowgen-1"
@@ -63,10 +63,9 @@ class Generation:
 
 @dataclass
 class EngineStats:
-    """Running totals of an engine run: answer tokens sampled, rows finished, elapsed seconds."""
+    """Running totals of an engine run: answer tokens sampled, decode steps, elapsed seconds."""
 
     tokens: int = 0
-    finished_rows: int = 0
     steps: int = 0
     started: float = field(default_factory=time.perf_counter)
 
@@ -162,7 +161,7 @@ class BatchedEngine:
     """
 
     def __init__(self, target: TargetModel, layers: Sequence[int] | None = None, batch_size: int | str = "auto",
-                 features: str = "decode", prefill_tokens: int = 4096, refill: int | None = None) -> None:
+                 features: str = "decode", prefill_tokens: int = FORWARD_TOKENS, refill: int | None = None) -> None:
         if features not in FEATURE_MODES:
             raise ValueError(f"features must be one of {FEATURE_MODES}, not {features!r}")
         self.target = target
@@ -201,7 +200,8 @@ class BatchedEngine:
             free = size - len(batch.rows)
             if waiting and (free >= refill or not batch.rows):
                 admitted, waiting = waiting[:free], waiting[free:]
-                for group in group_by_length([len(prompts[i]) for i in admitted], self.prefill_tokens, spread=1.25):
+                lengths = [len(prompts[i]) for i in admitted]
+                for group in group_by_length(lengths, self.prefill_tokens, spread=1.25):
                     rows = [self._new_row(admitted[k], prompts[admitted[k]], settings[admitted[k]],
                                           budgets[admitted[k]]) for k in group]
                     batch.merge(rows, *self._prefill(rows))
@@ -279,7 +279,6 @@ class BatchedEngine:
             row.done = token in self.target.stop_ids or len(row.output_ids) >= row.budget
 
     def _finish(self, row: _Row, features: SequenceFeatures | None) -> Generation:
-        self.stats.finished_rows += 1
         text = self.target.tokenizer.decode(row.output_ids, skip_special_tokens=True)
         return Generation(prompt_len=len(row.prompt_ids), features=features, text=text,
                           finished=row.output_ids[-1] in self.target.stop_ids, settings=row.settings.as_dict(),
