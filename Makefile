@@ -3,11 +3,12 @@ PYTHON ?= python3
 PORT ?= 8501
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup setup-browser run test
+.PHONY: setup setup-browser run test test-fast lint
 
 setup:
 	$(PYTHON) -m pip install -q -r requirements.txt
 	$(PYTHON) -m pip install -q --no-deps -r requirements-embedded.txt
+	$(PYTHON) -m pip install -q --no-deps --no-build-isolation -e .
 
 setup-browser:
 	@[ -x /usr/bin/chromium ] || { $(SUDO) apt-get update -qq && \
@@ -16,5 +17,12 @@ setup-browser:
 run: setup
 	$(PYTHON) -m streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
 
-test: setup setup-browser
+test: setup setup-browser lint
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest
+
+# The part without the real model or a browser (about half a minute).
+test-fast: setup lint
+	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -m "not model and not browser"
+
+lint:
+	$(PYTHON) -m ruff check .

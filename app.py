@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from analysis.prompts import sample_prompts
-from lenscope.collect import collect_dataset
-from lenscope.ui import get_store, model_picker, run_job
-from models.engine import GenerationSettings
+from lenscope.app.runner import run_job
+from lenscope.app.widgets import get_store, model_picker
+from lenscope.jobs.collect import collect_sample
+from lenscope.jobs.runs import GenerationSettings
 
 st.set_page_config(page_title="lenscope", layout="wide")
 st.title("lenscope")
@@ -53,9 +53,8 @@ if target is not None:
         max_new = int(c4.number_input("Max new tokens", min_value=1, max_value=4096, value=1024,
                                       key="collect_max_new"))
         if st.button("Collect", type="primary"):
-            report = run_job(lambda on_progress: collect_dataset(
-                store, target, name.strip() or "default",
-                sample_prompts(n, {"sharegpt": 1 - humaneval, "humaneval": humaneval}),
+            report = run_job(lambda on_progress: collect_sample(
+                store, target, name.strip() or "default", n, {"sharegpt": 1 - humaneval, "humaneval": humaneval},
                 GenerationSettings(max_new_tokens=max_new), on_progress=on_progress), start="Loading prompts...")
             if report is not None:
                 st.success(f"{len(report.run_ids)} runs in {name!r}: {report.generated} generated "

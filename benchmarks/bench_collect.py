@@ -10,25 +10,20 @@ finished (HF ``generate`` pads finished rows until the whole batch is done) coun
 - (d) one teacher-forced batched forward over the engine's prompt + answer tokens: the compute ceiling.
 Batch-1 methods run on the first ``--single`` prompts (tokens/s is a rate).
 
-Usage: python -m lenscope benchmark collect [--quick] [--prompts 128] [--new-tokens 256]
+Usage: python -m lenscope benchmark collect [--quick] [--prompts 128] [--new-tokens 256] [--dtype bfloat16]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from analysis.prompts import sample_prompts  # noqa: E402
-from models.engine import BatchedEngine, GenerationSettings  # noqa: E402
-from models.logits import summarize_logits  # noqa: E402
-from models.target import (FORWARD_TOKENS, TOP_K, TargetModel, group_by_length, left_pad,  # noqa: E402
-                           positions_from_mask)
+from analysis.data.prompts import sample_prompts
+from models.engine import BatchedEngine, GenerationSettings
+from models.logits import summarize_logits
+from models.target import DTYPES, FORWARD_TOKENS, TOP_K, TargetModel, group_by_length, left_pad, positions_from_mask
 
 
 @torch.no_grad()
@@ -99,7 +94,7 @@ def timed(fn) -> tuple[object, float]:
     return result, time.perf_counter() - start
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="64 prompts, 32 new tokens, batch-1 methods on 8")
     parser.add_argument("--prompts", type=int, default=128)
@@ -107,11 +102,13 @@ def main() -> None:
     parser.add_argument("--single", type=int, default=16, help="prompts for the batch-1 methods")
     parser.add_argument("--batch-sizes", default="1,8,32,64")
     parser.add_argument("--max-prompt-chars", type=int, default=1000)
-    args = parser.parse_args()
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+                        help="weights and activations of every method (bfloat16 uses the CPU's bf16 units)")
+    args = parser.parse_args(argv)
     if args.quick:
         args.prompts, args.new_tokens, args.single = 64, 32, 8
     sizes = [int(b) for b in args.batch_sizes.split(",")]
-    target = TargetModel.load()
+    target = TargetModel.load(dtype=args.dtype)
     layers = target.default_layers()
     items = sample_prompts(args.prompts, {"sharegpt": 1}, seed=0, max_chars=args.max_prompt_chars)
     prompts = [target.chat_ids(item.text) for item in items]
@@ -140,7 +137,7 @@ def main() -> None:
     engine_rates, outputs = {}, {}
     for batch in sizes:
         subset = single if batch == 1 else prompts
-        result, seconds = timed(lambda: engine_run(batch, "decode", subset))
+        result, seconds = timed(lambda batch=batch, subset=subset: engine_run(batch, "decode", subset))
         tokens = sum(g.output_length for g in result.values())
         engine_rates[batch] = report("(b) engine, features from decode", batch, len(subset), tokens, 0, seconds)
         if batch != 1:
@@ -155,7 +152,8 @@ def main() -> None:
     for batch in sizes:
         subset = single if batch == 1 else prompts
         with torch.no_grad():
-            (tokens, waste), seconds = timed(lambda: hf_generate(target, subset, settings, batch))
+            (tokens, waste), seconds = timed(
+                lambda batch=batch, subset=subset: hf_generate(target, subset, settings, batch))
         hf_rates[batch] = report("(c) HF generate, no features", batch, len(subset), tokens, waste, seconds)
     sequences = [prompts[i] + g.output_ids for i, g in outputs.items()]
     with torch.no_grad():

@@ -1,6 +1,6 @@
 """Wall-clock cost of the OUTLETS length head vs one drafter step vs one target decode step.
 
-Usage: ``python benchmarks/bench_drafter.py [--drafter DIR] [--context 256] [--repeats 50]``.
+Usage: ``python -m lenscope benchmark drafter [--drafter DIR] [--context 256] [--repeats 50]``.
 Each cost is the median over ``repeats`` single-token steps with a KV cache of ``context`` tokens
 (one process, one thread by default); prints the times and their ratios as JSON.
 """
@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.timing import median_seconds  # noqa: E402
-from models.drafter import Drafter  # noqa: E402
-from models.target import TargetModel  # noqa: E402
+from benchmarks.timing import median_seconds
+from models.drafter import Drafter
+from models.target import TargetModel
 
 
 def median_ms(fn: Callable[[], object], repeats: int) -> float:
@@ -58,14 +54,14 @@ def measure(target: TargetModel, drafter: Drafter, context: int, repeats: int) -
     return costs
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="", help="target model spec (default: embedded SmolLM2)")
     parser.add_argument("--drafter", default="", help="saved drafter dir (default: a fresh one; cost is the same)")
     parser.add_argument("--context", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     target = TargetModel.load(args.model, device="cpu")
     drafter = Drafter.load_for_target(args.drafter, target) if args.drafter else Drafter.for_target(target).eval()

@@ -2,37 +2,33 @@
 
 1. Static prediction: (forward pass + entropy + EGTP pooling + head) vs a bare forward pass of a prompt.
 2. PLP: one head call (prefix-pool update + head) vs one KV-cached decode step.
-Prints median timings and their ratios. Usage: ``python benchmarks/bench_egtp.py [--repeats 20]``.
+Prints median timings and their ratios. Usage: ``python -m lenscope benchmark egtp [--repeats 20]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from analysis.egtp_training import HeadConfig  # noqa: E402
-from analysis.plp import plp_inputs  # noqa: E402
-from analysis.pooling import pool  # noqa: E402
-from analysis.soft_label_head import SoftLabelHead, log_bins  # noqa: E402
-from models.logits import summarize_logits  # noqa: E402
-from benchmarks.timing import median_seconds  # noqa: E402
-from models.target import TargetModel  # noqa: E402
+from analysis.core.soft_label_head import SoftLabelHead, log_bins
+from analysis.egtp.plp import plp_inputs
+from analysis.egtp.pooling import pool
+from analysis.egtp.training import HeadConfig
+from benchmarks.timing import median_seconds
+from models.logits import summarize_logits
+from models.target import TargetModel
 
 PROMPT = ("Explain how a length-aware scheduler can reduce padding when batching requests of very different "
           "output lengths, and give a short example with three requests.")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--layer", type=int, default=30)
     parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     target = TargetModel.load()
     model, d = target.model, target.hidden_size

@@ -4,29 +4,26 @@ Each page is run once through Streamlit's AppTest to warm the process caches (mo
 then re-run ``--repeats`` times, which is what a widget interaction costs. Prints the median seconds
 per interaction and its ratio to the 1-second target.
 
-Usage: LENSCOPE_DATA_DIR=cache/data python benchmarks/bench_pages.py [--repeats 3]
+Usage: LENSCOPE_DATA_DIR=cache/data python -m lenscope benchmark pages [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from streamlit.testing.v1 import AppTest
+
+from benchmarks.timing import median_seconds
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
-from benchmarks.timing import median_seconds  # noqa: E402
-
 TARGET_S = 1.0
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     pages = [REPO / "app.py", *sorted((REPO / "pages").glob("*.py"))]
     print(f"{'page':32s} {'s / interaction':>16s} {'vs 1 s target':>14s}")
     for page in pages:

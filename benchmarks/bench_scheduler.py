@@ -9,19 +9,16 @@ Run: ``python benchmarks/bench_scheduler.py [--sizes 1914 100000]``.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from analysis.serving import SimConfig, make_predictor, simulate
+from analysis.serving.traces import load_trace_file, poisson_retime
+from lenscope.jobs.serving import SHARED_TRACES, saturating_qps
 
-from analysis.scheduler import SimConfig, make_predictor, simulate  # noqa: E402
-from analysis.traces import load_trace_file, poisson_retime  # noqa: E402
-from lenscope.scheduler_jobs import saturating_qps  # noqa: E402
-
-TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "AzureLLMInferenceTrace_conv.csv"
+TRACE = SHARED_TRACES / "AzureLLMInferenceTrace_conv.csv"
 
 
 def bench(n: int, trace_path: Path, config: SimConfig, seed: int = 0) -> dict:
@@ -37,11 +34,11 @@ def bench(n: int, trace_path: Path, config: SimConfig, seed: int = 0) -> dict:
             "requests_per_s": n / wall, "iterations_recorded": len(result.segments)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1914, 100_000])
     parser.add_argument("--trace", type=Path, default=TRACE)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     config = SimConfig(dispatch="lb", queue="sjf")
     print(f"{'requests':>9} {'wall s':>8} {'sim s':>9} {'sim s/wall s':>13} {'req/s':>9} {'segments':>9}")
     for n in args.sizes:

@@ -18,10 +18,19 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cache.migrations import migrate
 from cache.schema import (
-    Dataset, DatasetRun, ModelRecord, Prediction, Predictor, Prompt, Result, Run, Trace, TraceRequest,
+    Dataset,
+    DatasetRun,
+    ModelRecord,
+    Prediction,
+    Predictor,
+    Prompt,
+    Result,
+    Run,
+    Trace,
+    TraceRequest,
 )
+from cache.settings import get_settings
 from cache.tensors import TensorStore, hidden_key_filter, pack_hidden, unpack_hidden
-from lenscope.settings import get_settings
 from models.engine import Generation
 from models.target import SequenceFeatures, TargetModel
 

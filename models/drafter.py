@@ -193,7 +193,8 @@ class DecoderLayer(nn.Module):
         self.attn_norm = nn.RMSNorm(d, eps=config.rms_eps)
         self.attn = GatedSelfAttention(config)
         self.mlp_norm = nn.RMSNorm(d, eps=config.rms_eps)
-        self.gate, self.up, self.down = nn.Linear(d, m, bias=False), nn.Linear(d, m, bias=False), nn.Linear(m, d, bias=False)
+        self.gate, self.up = nn.Linear(d, m, bias=False), nn.Linear(d, m, bias=False)
+        self.down = nn.Linear(m, d, bias=False)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, past: KV | None = None,
                 mask: torch.Tensor | None = None) -> tuple[torch.Tensor, KV]:
@@ -314,7 +315,7 @@ class Drafter(nn.Module):
         return path
 
     @classmethod
-    def load(cls, path: str | Path, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> "Drafter":
+    def load(cls, path: str | Path, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> Drafter:
         """Load a saved drafter on top of a target's frozen embedding and LM head."""
         path = Path(path)
         if not (path / CONFIG_FILE).exists() or not (path / WEIGHTS_FILE).exists():
@@ -327,7 +328,7 @@ class Drafter(nn.Module):
         return drafter.eval()
 
     @classmethod
-    def for_target(cls, target, **overrides) -> "Drafter":
+    def for_target(cls, target, **overrides) -> Drafter:
         """A freshly initialised drafter shaped for ``target`` (a :class:`models.target.TargetModel`)."""
         cfg = target.config
         config = DrafterConfig(hidden_size=target.hidden_size, vocab_size=int(cfg.vocab_size),
@@ -338,7 +339,7 @@ class Drafter(nn.Module):
         return cls(config, *frozen_weights(target))
 
     @classmethod
-    def load_for_target(cls, path: str | Path, target) -> "Drafter":
+    def load_for_target(cls, path: str | Path, target) -> Drafter:
         """Load a saved drafter for ``target``; clear errors when shapes or layers do not fit."""
         drafter = cls.load(path, *frozen_weights(target))
         missing = [layer for layer in drafter.config.fuse_layers if layer > target.num_layers]

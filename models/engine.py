@@ -1,9 +1,9 @@
 """Batched collection engine: many prompts sampled at once with a KV cache, features for every position.
 
-Rows are left-padded; waiting prompts (sorted by length) are prefilled in groups and merged into the
-running batch whenever enough rows have finished, so the batch stays busy and no row keeps computing
-after it finished. Each row samples with its own ``torch.Generator`` seeded from its settings, so an
-answer depends only on (prompt, settings), not on what else is in the batch. Features (entropy, top-k,
+Rows are left-padded; waiting prompts (sorted by length within windows of arrival order) are prefilled in
+groups and merged into the running batch whenever enough rows have finished, so the batch stays busy and
+no row keeps computing after it finished. Each row samples with its own ``torch.Generator`` seeded from its
+settings, so an answer depends only on (prompt, settings), not on what else is in the batch. Features (entropy, top-k,
 hidden states of the recorded layers) come from the decode itself (``features="decode"``: the final
 token is fed once more so every position has them) or from one teacher-forced batched pass after the
 row finished (``features="teacher"``); both use :meth:`TargetModel.decode`, the one definition.
@@ -21,12 +21,22 @@ from transformers import DynamicCache
 
 from models.kv_slots import SlotCache
 from models.logits import LogitSummary, summarize_logits
-from models.target import (FORWARD_TOKENS, TOP_K, SequenceFeatures, TargetModel, group_by_length, left_pad,
-                           positions_from_mask)
+from models.target import (
+    FORWARD_TOKENS,
+    TOP_K,
+    SequenceFeatures,
+    TargetModel,
+    group_by_length,
+    left_pad,
+    positions_from_mask,
+)
 
-SAMPLER_VERSION = "rowgen-1"
+SAMPLER_VERSION = "rowgen-2"
 FEATURE_MODES = ("decode", "teacher", "none")
 MAX_AUTO_BATCH = {"cpu": 64, "cuda": 256}
+# Prompts are admitted in request order, sorted by length only within windows of this many batches, so a
+# collection stopped part-way holds a representative sample of its (shuffled) requests.
+ADMISSION_WINDOW = 4
 
 
 @dataclass
@@ -96,6 +106,12 @@ def token_budget(target: TargetModel, prompt_len: int, max_new_tokens: int) -> i
     if budget < 1:
         raise ValueError("max_new_tokens must be at least 1 and the prompt must leave room to answer")
     return budget
+
+
+def admission_order(lengths: Sequence[int], window: int) -> list[int]:
+    """Request indices in order of arrival, sorted by length within consecutive windows of ``window``."""
+    return [i for start in range(0, len(lengths), window)
+            for i in sorted(range(start, min(start + window, len(lengths))), key=lambda j: lengths[j])]
 
 
 def auto_batch_size(target: TargetModel, max_len: int, n_layers: int, fraction: float = 0.25) -> int:
@@ -193,7 +209,7 @@ class BatchedEngine:
             return
         size = self._resolve_batch_size(max(len(p) + b for p, b in zip(prompts, budgets)))
         refill = self.refill or max(1, size // 4)
-        waiting = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        waiting = admission_order([len(p) for p in prompts], window=ADMISSION_WINDOW * size)
         batch, teacher_queue = _Batch(self.target.num_layers, size), []
         self.stats = EngineStats()
         while waiting or batch.rows:
@@ -264,16 +280,20 @@ class BatchedEngine:
         return [r for r, c in zip(rows, complete) if c]
 
     def _sample(self, rows: list[_Row], logits: torch.Tensor) -> None:
-        """Append one token to each row, drawn with the row's own generator (greedy at temperature 0)."""
+        """Append one token to each row: inverse-CDF sampling with one uniform from the row's own generator
+        (greedy at temperature 0), batched over rows."""
         if not rows:
             return
         temps = torch.tensor([max(r.settings.temperature, 1e-6) for r in rows], device=logits.device)
         probs = torch.softmax(logits / temps[:, None], dim=-1)
         for k, row in enumerate(rows):
-            if row.settings.temperature <= 0:
-                token = int(logits[k].argmax())
-            else:
-                token = _draw(probs[k], row.settings.top_p, row.generator)
+            if row.settings.top_p < 1.0:
+                probs[k] = _nucleus(probs[k], row.settings.top_p)
+        uniforms = torch.stack([torch.rand((), generator=r.generator, device=logits.device) for r in rows])
+        tokens = _inverse_cdf(probs, uniforms).tolist()
+        greedy = logits.argmax(-1).tolist()
+        for k, row in enumerate(rows):
+            token = greedy[k] if row.settings.temperature <= 0 else tokens[k]
             row.output_ids.append(token)
             self.stats.tokens += 1
             row.done = token in self.target.stop_ids or len(row.output_ids) >= row.budget
@@ -300,13 +320,19 @@ class BatchedEngine:
             yield row.index, self._finish(row, f)
 
 
-def _draw(probs: torch.Tensor, top_p: float, generator: torch.Generator) -> int:
-    """One token from ``probs`` restricted to the top-p nucleus."""
-    if top_p < 1.0:
-        sorted_p, order = probs.sort(descending=True)
-        keep = sorted_p.cumsum(0) - sorted_p < top_p
-        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
-    return int(torch.multinomial(probs, 1, generator=generator))
+def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """``probs`` restricted to the smallest set of most likely tokens holding ``top_p`` of the mass."""
+    sorted_p, order = probs.sort(descending=True)
+    keep = sorted_p.cumsum(0) - sorted_p < top_p
+    return torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
+
+
+def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Per row, the first token whose cumulative probability exceeds ``uniform`` x total mass (a token of
+    zero probability is never drawn)."""
+    cdf = probs.cumsum(-1)
+    return torch.searchsorted(cdf, uniforms[:, None] * cdf[:, -1:], right=True).squeeze(1).clamp(
+        max=probs.shape[-1] - 1)
 
 
 def generate(target: TargetModel, prompt: str, settings: GenerationSettings | None = None,

@@ -98,7 +98,7 @@ class TargetModel:
         self.stop_ids = self._stop_ids()
 
     @classmethod
-    def load(cls, spec: str | None = None, device: str = "auto", dtype: str = "float32") -> "TargetModel":
+    def load(cls, spec: str | None = None, device: str = "auto", dtype: str = "float32") -> TargetModel:
         """Load a model from the embedded default, a local path, or a hub id (errors say which failed)."""
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")

@@ -2,11 +2,11 @@
 
 import streamlit as st
 
+from lenscope.app.runner import run_job
+from lenscope.app.widgets import get_store, model_picker
 from lenscope.figures.entropy import entropy_heatmap, entropy_profile
-from lenscope.runs import generate_cached
-from lenscope.token_view import token_table
-from lenscope.ui import get_store, model_picker, run_job
-from models.engine import GenerationSettings
+from lenscope.jobs.runs import GenerationSettings, generate_cached
+from lenscope.jobs.token_view import entropy_summary, token_table
 
 st.set_page_config(page_title="Token entropy · lenscope", layout="wide")
 st.title("Token entropy")
@@ -54,10 +54,11 @@ st.text(run.response)
 width = st.slider("Tokens per row", 8, 32, 16, key="entropy_width")
 st.plotly_chart(entropy_heatmap(table, width), width="stretch")
 st.plotly_chart(entropy_profile(table), width="stretch")
+summary = entropy_summary(table)
 c1, c2, c3 = st.columns(3)
-c1.metric("Mean entropy, prompt", f"{table.loc[~table['generated'], 'entropy'].mean():.3f}")
-c2.metric("Mean entropy, answer", f"{table.loc[table['generated'], 'entropy'].mean():.3f}")
-c3.metric("Max entropy", f"{table['entropy'].max():.3f}")
+c1.metric("Mean entropy, prompt", f"{summary['prompt']:.3f}")
+c2.metric("Mean entropy, answer", f"{summary['answer']:.3f}")
+c3.metric("Max entropy", f"{summary['max']:.3f}")
 with st.expander("Token table"):
     st.dataframe(table, width="stretch", hide_index=True)
     st.download_button("Download CSV", table.to_csv(index=False), f"run-{run.id}-entropy.csv", "text/csv")

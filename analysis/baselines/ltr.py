@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from analysis.baselines.proxy import ENCODER_LAYER
-from analysis.training import fit_minibatch
-from analysis.egtp_training import HeadConfig
-from analysis.probes import LengthProbe, ProbeConfig
+from analysis.core.training import fit_minibatch
+from analysis.egtp.training import HeadConfig
+from analysis.outlets.probes import LengthProbe, ProbeConfig
 from models.drafter import feature_statistics
 
 RANK_LOSSES = ("listmle", "pairwise")

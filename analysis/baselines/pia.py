@@ -28,8 +28,10 @@ TOKENS_PER_UNIT = {"token": 1.0, "word": TOKENS_PER_WORD, "sentence": 20 * TOKEN
 DEFAULT_UNIT = "word"
 
 _SMALL = {w: i for i, w in enumerate(
-    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"])}
-_TENS = {w: 10 * (i + 2) for i, w in enumerate(["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"])}
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"])}
+_TENS = {w: 10 * (i + 2) for i, w in enumerate(["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty",
+                                                 "ninety"])}
 _MULTIPLIERS = {"hundred": 100, "dozen": 12}
 _WORD = "|".join(sorted([*_SMALL, *_TENS, *_MULTIPLIERS, "thousand"], key=len, reverse=True))
 _NUMBER_WORDS = re.compile(rf"\b(?:an?\s+(?=hundred|thousand|dozen))?(?:{_WORD})(?:(?:\s+and\s+|[\s-]+)(?:{_WORD}))*\b")

@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 
-def token_bars(tokens: Sequence[str], entropy: Sequence[float], importance: Sequence[float], title: str = "") -> go.Figure:
+def token_bars(tokens: Sequence[str], entropy: Sequence[float], importance: Sequence[float],
+               title: str = "") -> go.Figure:
     """Per-token bars: entropy (top) and gradient importance (bottom) of one prompt."""
     labels = [f"{i}:{t!r}"[:24] for i, t in enumerate(tokens)]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.06,
@@ -70,3 +71,21 @@ def pooling_ablation_figure(ours: pd.DataFrame, paper: pd.DataFrame) -> go.Figur
         fig.add_bar(x=paper["pooling"], y=paper[col], name=f"paper · {col}", row=1, col=2)
     fig.update_layout(barmode="group", height=450, yaxis_title="MAE (tokens)")
     return fig
+
+
+def attribution_table(summaries: list[dict], paper_pearson: float) -> pd.DataFrame:
+    """One row per head: gradient path, Pearson r with its 95% CI, Spearman, sample sizes; then the paper."""
+    rows = [{"head": s["head"], "gradient path": s["path"], "Pearson r": round(s["pearson"], 3),
+             "95% CI": f"[{s['pearson_ci'][0]:.3f}, {s['pearson_ci'][1]:.3f}]",
+             "Spearman": round(s["spearman"], 3), "tokens": s["n_tokens"], "runs": s["n_runs"]} for s in summaries]
+    return pd.DataFrame(rows + [{"head": "paper (EGTP)", "Pearson r": paper_pearson}])
+
+
+def pooled_scatter_points(runs: list[dict], head: str) -> tuple[list[float], list[float]]:
+    """(entropy, importance) of every prompt token of every run, for the scatter of one head."""
+    return ([h for r in runs for h in r["entropy"]], [i for r in runs for i in r[f"importance_{head}"]])
+
+
+def ablation_pivot(rows: list[dict]) -> pd.DataFrame:
+    """Test MAE by pooling (rows) and scenario (columns) from an ablation result's rows."""
+    return pd.DataFrame(rows).pivot(index="pooling", columns="scenario", values="mae").round(2)

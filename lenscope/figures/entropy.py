@@ -18,7 +18,7 @@ def entropy_heatmap(table: pd.DataFrame, width: int = 16) -> go.Figure:
 
     The answer starts on a fresh row so prompt and answer are visually separate; hover shows the
     token, its position, entropy and the top-5 next-token candidates. ``table`` is a
-    :func:`lenscope.token_view.token_table`.
+    :func:`lenscope.jobs.token_view.token_table`.
     """
     if width < 1:
         raise ValueError("width must be positive")

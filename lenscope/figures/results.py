@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis.benchmark import ALL, scenario_order
+from analysis.results.leaderboard import ALL, scenario_order
 
 
 def mae_bars(scores: pd.DataFrame, metric: str = "mae") -> go.Figure:

@@ -1,0 +1,175 @@
+"""Scheduler-playground widgets: trace, predictor and cluster pickers in the sidebar, and result views."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from cache.store import Store
+from lenscope.app.runner import progress_callback
+from lenscope.figures.serving import gantt_figure, instance_load_figure, latency_cdf_figure, percentile_figure
+from lenscope.jobs.serving import (
+    BATCHING,
+    DEFAULT_COST,
+    MODES,
+    SHARED_TRACES,
+    SPLITWISE_PROFILE,
+    Outcome,
+    PredictorSpec,
+    SimConfig,
+    compare_table,
+    cost_model_options,
+    filter_trace,
+    fit_cost_option,
+    from_runs,
+    load_trace_file,
+    poisson_retime,
+    run_simulation,
+    shared_trace_files,
+)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _read_trace(source: str | bytes) -> pd.DataFrame:
+    return load_trace_file(Path(source) if isinstance(source, str) else source)
+
+
+def _pick_source(store: Store, source: str) -> tuple[pd.DataFrame | None, str]:
+    if source == "Shared trace file":
+        names = [p.name for p in shared_trace_files(SHARED_TRACES)]
+        default = next((k for k, n in enumerate(names) if "conv" in n), 0)
+        name = st.sidebar.selectbox("File", names, index=default, key="sched_shared")
+        return _read_trace(str(SHARED_TRACES / name)), name
+    if source == "Upload CSV":
+        upload = st.sidebar.file_uploader("Trace CSV (Azure 2023, LLMServingSim or arrival,prompt_tokens,"
+                                          "output_tokens; 50 MB / 200k rows max)", type="csv")
+        if upload is None:
+            st.info("Upload a trace CSV in the sidebar, or pick a shared trace file / the app's dataset.")
+            return None, ""
+        return _read_trace(upload.getvalue()), upload.name
+    if source == "App dataset":
+        datasets = store.datasets_frame()
+        if datasets.empty:
+            st.info("No dataset yet: collect one with `python -m lenscope collect --dataset dev`.")
+            return None, ""
+        dataset = st.sidebar.selectbox("Dataset", datasets["name"].tolist(), key="sched_dataset")
+        qps = st.sidebar.number_input("Poisson QPS", 0.1, 1000.0, 5.0, key="sched_runs_qps")
+        return from_runs(store.runs_frame(dataset), qps), f"dataset {dataset}"
+    traces = store.traces_frame()
+    if traces.empty:
+        st.info("No stored trace yet: load one and press 'Save trace in the store'.")
+        return None, ""
+    names = traces.set_index("trace_id")["name"]
+    tid = st.sidebar.selectbox("Trace", traces["trace_id"].tolist(), key="sched_stored", format_func=names.get)
+    return store.load_trace(tid), f"stored trace {tid}"
+
+
+def trace_picker(store: Store) -> pd.DataFrame | None:
+    """Sidebar: where the trace comes from, filters and re-timing, a save button. None when there is none
+    (after saying why)."""
+    st.sidebar.header("Trace")
+    sources = (["Shared trace file"] if shared_trace_files(SHARED_TRACES) else []) + [
+        "Upload CSV", "App dataset", "Stored trace"]
+    source = st.sidebar.radio("Source", sources, key="sched_source")
+    with st.sidebar.expander("Filters and re-timing"):
+        max_prompt = st.number_input("Max prompt tokens (0 = no limit)", 0, 1_000_000, 0, key="sched_max_prompt")
+        first_n = st.number_input("First N requests (0 = all)", 0, 1_000_000, 0, key="sched_first_n")
+        retime = st.number_input("Poisson re-timing QPS (0 = keep arrivals)", 0.0, 10_000.0, 0.0, key="sched_qps")
+    try:
+        trace, name = _pick_source(store, source)
+        if trace is None:
+            return None
+        trace = filter_trace(trace, max_prompt or None, first_n or None)
+        if retime > 0 and source != "App dataset":
+            trace = poisson_retime(trace, retime)
+    except ValueError as exc:
+        st.error(str(exc))
+        return None
+    st.sidebar.caption(f"{len(trace):,} requests over {trace['arrival_s'].max():.0f} s · mean prompt "
+                       f"{trace['prompt_tokens'].mean():.0f} · mean output {trace['output_tokens'].mean():.0f} "
+                       "tokens")
+    if st.sidebar.button("Save trace in the store", key="sched_save_trace"):
+        st.sidebar.success(f"saved as trace {store.save_trace(name, source, trace)}")
+    return trace
+
+
+def predictor_picker(store: Store, trace: pd.DataFrame) -> PredictorSpec | None:
+    """Sidebar: the predictor the policies see (trained ones only for traces of the app's runs)."""
+    st.sidebar.header("Predictor")
+    kinds = ["oracle", "oracle-noise", "constant"] + (["stored"] if "run_id" in trace else [])
+    kind = st.sidebar.selectbox("Predictor", kinds, index=1, key="sched_predictor")
+    if kind == "oracle-noise":
+        return PredictorSpec(kind=kind, mae=st.sidebar.number_input("Noise MAE (tokens)", 0.0, 10_000.0, 50.0,
+                                                                     key="sched_mae"))
+    if kind == "constant":
+        return PredictorSpec(kind=kind, constant=st.sidebar.number_input("Constant length", 1.0, 100_000.0, 256.0))
+    if kind == "stored":
+        predictors = store.predictors_frame()
+        if predictors.empty:
+            st.warning("No trained predictor yet: train one on the Remaining length or Drafter pages.")
+            return None
+        names = predictors.set_index("predictor_id")["name"]
+        pid = st.sidebar.selectbox("Trained predictor", predictors["predictor_id"].tolist(), format_func=names.get)
+        return PredictorSpec(kind=kind, predictor_id=int(pid))
+    return PredictorSpec(kind=kind)
+
+
+def cluster_picker() -> tuple[SimConfig, float]:
+    """Sidebar: instances, batching, KV capacity, cost model; returns the base config and the short/long
+    split quantile."""
+    st.sidebar.header("Cluster")
+    mode = st.sidebar.selectbox("Mode", MODES, key="sched_mode")
+    c1, c2 = st.sidebar.columns(2)
+    n_prefill = c1.number_input("Prefill instances", 1, 16, 1, disabled=mode == "colocated", key="sched_np")
+    n_decode = c2.number_input("Decode instances" if mode == "disaggregated" else "Instances", 1, 32, 3,
+                               key="sched_nd")
+    batching = st.sidebar.selectbox("Batching", BATCHING, key="sched_batching")
+    max_batch = st.sidebar.number_input("Batch-size cap", 1, 4096, 256, key="sched_batch")
+    kv_cap = st.sidebar.number_input("KV capacity per instance (tokens)", 1024, 10_000_000, 262_144, step=16_384,
+                                     key="sched_kv")
+    short_q = st.sidebar.slider("Short/long split (quantile of output length)", 0.1, 0.9, 0.5, key="sched_q")
+    cost, options = DEFAULT_COST, cost_model_options(SPLITWISE_PROFILE)
+    if options:
+        choice = st.sidebar.selectbox("Cost model", ["default (8B on H100-class)", *options], key="sched_cost")
+        if choice in options:
+            fit = fit_cost_option(SPLITWISE_PROFILE, options[choice])
+            cost = fit.cost
+            st.sidebar.caption(f"fitted on Splitwise profile: prefill MAPE {fit.prefill_mape:.0%}, "
+                               f"decode MAPE {fit.decode_mape:.0%}")
+    base = SimConfig(mode=mode, n_prefill=int(n_prefill), n_decode=int(n_decode), batching=batching,
+                     max_batch_size=int(max_batch), kv_capacity_tokens=int(kv_cap), cost=cost)
+    return base, short_q
+
+
+def run_configs(store: Store, configs: list[SimConfig], trace: pd.DataFrame, spec: PredictorSpec,
+                short_q: float, label: str) -> list[Outcome]:
+    """Simulate each configuration under one progress bar per run (cached results come back at once)."""
+    bar = st.progress(0.0, text=label)
+    outcomes = [run_simulation(store, trace, spec, config, short_q,
+                               on_progress=progress_callback(bar, f"{label} {k + 1}/{len(configs)}"))
+                for k, config in enumerate(configs)]
+    bar.empty()
+    return outcomes
+
+
+def show_results(outcomes: list[Outcome], key: str) -> None:
+    """Table, percentile bars, latency CDFs, per-instance load, a timeline and CSV downloads."""
+    table = compare_table(outcomes)
+    st.markdown(f"**{len(outcomes)} configuration(s)** ({sum(o.cached for o in outcomes)} from the store cache)")
+    st.dataframe(table.round(3), hide_index=True, width="stretch")
+    by_label = {o.summary["label"]: o.requests for o in outcomes}
+    st.plotly_chart(percentile_figure(table), key=f"{key}_pct")
+    metric = st.selectbox("CDF metric", ["e2e_s", "ttft_s", "tpot_s"], key=f"{key}_metric")
+    cls = st.selectbox("Requests", ["all", "short", "long"], key=f"{key}_cls")
+    st.plotly_chart(latency_cdf_figure(by_label, metric, None if cls == "all" else cls), key=f"{key}_cdf")
+    pick = st.selectbox("Configuration for the load and timeline views", list(by_label), key=f"{key}_pick")
+    chosen = outcomes[list(by_label).index(pick)]
+    st.plotly_chart(instance_load_figure(chosen.load), key=f"{key}_load")
+    st.plotly_chart(gantt_figure(chosen.requests), key=f"{key}_gantt")
+    c1, c2 = st.columns(2)
+    c1.download_button("Summary CSV", table.to_csv(index=False), "scheduler_summary.csv", key=f"{key}_dl1")
+    c2.download_button("Per-request CSV", pd.concat([o.requests.assign(config=o.summary["label"])
+                                                     for o in outcomes]).to_csv(index=False),
+                       "scheduler_requests.csv", key=f"{key}_dl2")

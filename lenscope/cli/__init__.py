@@ -1,0 +1,36 @@
+"""Command-line interface: ``python -m lenscope <command> ...``.
+
+Each module in :mod:`lenscope.cli` contributes one or more sub-commands through a
+``register(subparsers)`` function that sets ``func`` on its parser; the CLI discovers them
+(modules whose name starts with an underscore are shared helpers, not commands).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Parser with every sub-command found in :mod:`lenscope.cli`."""
+    parser = argparse.ArgumentParser(prog="lenscope", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one sub-command; user errors print a message and return 2 instead of a traceback."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"lenscope {args.command}: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,47 @@
+"""``lenscope train-baselines``: the predictors the papers compare against, on one stored dataset."""
+
+from __future__ import annotations
+
+import argparse
+
+from lenscope.cli._common import PhaseBars, add_model_args, load_target
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("train-baselines", help="train SSJF-Reg/MC, S3, TRAIL, PiA and LTR baselines")
+    p.add_argument("--dataset", default="dev", help="dataset name (see `lenscope collect`)")
+    p.add_argument("--only", default="", help="comma-separated subset of ssjf-reg,ssjf-mc,s3,trail,pia,ltr "
+                                              "(default: all)")
+    p.add_argument("--epochs", type=int, default=60)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--buckets", type=int, default=10, help="length bins of SSJF-MC and S3")
+    p.add_argument("--trail-layer", type=int, default=15, help="target layer of the TRAIL probe (must be stored)")
+    p.add_argument("--ltr-loss", default="listmle", choices=["listmle", "pairwise"])
+    p.add_argument("--seed", type=int, default=42)
+    add_model_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from cache.store import Store
+    from lenscope.jobs.baselines import BaselineConfig, parse_selection, train_baselines
+
+    torch.set_num_threads(1)
+    chosen = parse_selection(args.only)
+    config = BaselineConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, buckets=args.buckets,
+                            trail_layer=args.trail_layer, ltr_loss=args.ltr_loss, seed=args.seed)
+    target = load_target(args) if "pia" in chosen else None
+    bars = PhaseBars()
+    try:
+        results = train_baselines(Store(), args.dataset, chosen, target, config, bars)
+    finally:
+        bars.close()
+    for r in results:
+        m = r.metrics
+        split = m["eval_split"]
+        print(f"{r.name}: MAE {m['mae_' + split]:.1f} on {split} "
+              f"(constant mean {m['mae_constant_mean']:.1f}), Kendall tau {m['kendall_tau']:.3f}")
+    return 0

@@ -1,0 +1,27 @@
+"""``lenscope benchmark NAME [ARGS...]``: run one of the benchmarks in ``benchmarks/`` (``bench_NAME.main``)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+
+import benchmarks
+
+
+def available() -> list[str]:
+    """Names of the benchmark modules (``benchmarks/bench_<name>.py``)."""
+    return sorted(m.name.removeprefix("bench_") for m in pkgutil.iter_modules(benchmarks.__path__)
+                  if m.name.startswith("bench_"))
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("benchmark", help="run a benchmark script (ratios measured side by side)")
+    p.add_argument("name", choices=available(), help="which benchmark")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    importlib.import_module(f"benchmarks.bench_{args.name}").main(list(args.args))
+    return 0

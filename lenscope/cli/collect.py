@@ -1,0 +1,141 @@
+"""``lenscope collect``, ``export-generations``, ``import-generations``: datasets of generations with true
+lengths, and their tokens as a portable file."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+
+from analysis.data.scenarios import LONG_TOKEN_CAP, SCENARIO_SAMPLING, SCENARIOS
+from lenscope.cli._common import PhaseBars, add_model_args, load_target, progress_bar
+from models.engine import FEATURE_MODES
+
+
+def _parse_sources(text: str) -> dict[str, float]:
+    try:
+        pairs = [part.split("=") for part in text.split(",") if part]
+        return {name.strip(): float(weight) for name, weight in pairs}
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"sources must look like sharegpt=3,humaneval=1, not {text!r}") from exc
+
+
+def _batch_size(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        size = int(text)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"batch size must be 'auto' or a positive integer, not {text!r}")
+    return size
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("collect", help="generate answers for sampled prompts and store true lengths")
+    add_model_args(p)
+    p.add_argument("--n", type=int, default=200, help="number of prompts")
+    p.add_argument("--dataset", default="default", help="dataset name")
+    p.add_argument("--sources", type=_parse_sources, default=None,
+                   help="prompt sources and weights, e.g. sharegpt=3,humaneval=1 (default; not with --scenario)")
+    p.add_argument("--scenario", choices=SCENARIOS, default=None,
+                   help="ForeLen-style scenario instead of --sources: chat (ShareGPT first turns), long "
+                        "(flattened multi-turn conversations), reasoning (step-by-step math/code), rl "
+                        "(math/code sampled 4 times at temperature 1.0)")
+    p.add_argument("--max-new-tokens", type=int, default=1024)
+    p.add_argument("--batch-size", type=_batch_size, default="auto",
+                   help="rows sampled at once (default auto: from a memory budget, at most 64 on CPU, 256 on CUDA)")
+    p.add_argument("--features", choices=FEATURE_MODES[:2], default="decode",
+                   help="features from the batched decode itself (default, fastest) or from one teacher-forced "
+                        "pass after each answer")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sampling temperature (default 0.7; 1.0 for --scenario rl)")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples-per-prompt", type=int, default=None,
+                   help="answers per prompt (default 1; 4 for --scenario rl)")
+    p.add_argument("--max-prompt-chars", type=int, default=2000)
+    p.add_argument("--max-prompt-tokens", type=int, default=None,
+                   help=f"token budget of --scenario long prompts (default: at most {LONG_TOKEN_CAP}, leaving "
+                        "room for --max-new-tokens in the model's context)")
+    p.set_defaults(func=run)
+    e = subparsers.add_parser("export-generations", help="write a dataset's generations (token ids, no features) "
+                              "to a .jsonl.gz file")
+    e.add_argument("--dataset", required=True)
+    e.add_argument("--out", type=Path, required=True, help="file to write (.jsonl.gz)")
+    e.set_defaults(func=export)
+    i = subparsers.add_parser("import-generations", help="store generations from a .jsonl.gz file, features "
+                              "recomputed by one teacher-forced pass (a collection continued afterwards skips them)")
+    add_model_args(i)
+    i.add_argument("path", type=Path)
+    i.add_argument("--dataset", required=True)
+    i.set_defaults(func=import_)
+
+
+def export(args: argparse.Namespace) -> int:
+    from cache.store import Store
+    from lenscope.jobs.generations import export_generations
+
+    bars = PhaseBars()
+    n = export_generations(Store(), args.dataset, args.out, on_progress=bars)
+    bars.close()
+    print(f"wrote {n} generations of {args.dataset!r} to {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+def import_(args: argparse.Namespace) -> int:
+    from cache.store import Store
+    from lenscope.jobs.generations import import_generations
+
+    if not args.path.is_file():
+        raise FileNotFoundError(f"no generations file at {args.path}")
+    target = load_target(args)
+    bars = PhaseBars()
+    imported, known = import_generations(Store(), target, args.path, args.dataset, on_progress=bars)
+    bars.close()
+    print(f"dataset {args.dataset!r}: {imported} runs imported with recomputed features, {known} already stored")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.data.prompts import sample_prompts
+    from analysis.data.scenarios import build_scenario, long_token_budget
+    from cache.store import Store
+    from lenscope.jobs.collect import collect_dataset
+    from models.engine import GenerationSettings
+
+    if args.scenario and args.sources:
+        raise ValueError("--sources and --scenario are exclusive: a scenario chooses its own prompts")
+    samples, temperature = SCENARIO_SAMPLING.get(args.scenario, (1, 0.7))
+    samples = args.samples_per_prompt if args.samples_per_prompt is not None else samples
+    temperature = args.temperature if args.temperature is not None else temperature
+    if args.scenario is None:
+        prompts = sample_prompts(args.n, args.sources or {"sharegpt": 3, "humaneval": 1}, seed=args.seed,
+                                 max_chars=args.max_prompt_chars)
+    target = load_target(args)
+    if args.scenario is not None:
+        budget = args.max_prompt_tokens or long_token_budget(target.context_length, args.max_new_tokens)
+        prompts = build_scenario(args.scenario, args.n, args.seed, args.max_prompt_chars,
+                                 lambda text: len(target.tokenizer(text)["input_ids"]), budget)
+    store = Store()
+    settings = GenerationSettings(args.max_new_tokens, temperature, args.top_p, args.seed)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` (and background jobs, which ignore SIGINT) keep finished runs
+    with progress_bar(len(prompts) * samples, f"collect {args.dataset}") as bar:
+        def step(done: int, total: int, label: str) -> None:
+            bar.n = done
+            bar.set_postfix_str(label)
+
+        report = collect_dataset(store, target, args.dataset, prompts, settings, samples,
+                                 batch_size=args.batch_size, features=args.features, on_progress=step)
+    share = f", {report.finished}/{report.generated} ended with end-of-turn" if report.generated else ""
+    print(f"dataset {args.dataset!r}: {len(report.run_ids)} runs "
+          f"({report.generated} generated, {report.cached} from the cache{share}) in {store.url}")
+    if report.generated:
+        print(f"generated {report.tokens:,} answer tokens in {report.seconds:.0f} s "
+              f"({report.tokens_per_s:.1f} tokens/s)")
+    return 0

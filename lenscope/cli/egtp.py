@@ -1,0 +1,113 @@
+"""``lenscope train-egtp | train-plp | attribution``: the EGTP paper's experiments on a stored dataset."""
+
+from __future__ import annotations
+
+import argparse
+
+from lenscope.cli._common import PhaseBars, add_model_args, load_target
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", default="dev", help="dataset name (see `lenscope collect`)")
+    p.add_argument("--layer", type=int, default=30, help="hidden layer the head reads (must be stored)")
+    p.add_argument("--alpha", type=float, default=1.0, help="EGTP temperature: weights softmax(H / alpha)")
+
+
+def _add_training(p: argparse.ArgumentParser, epochs: int, batch: int) -> None:
+    p.add_argument("--epochs", type=int, default=epochs)
+    p.add_argument("--batch-size", type=int, default=batch)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--bins", type=int, default=20, help="number of length bins K")
+    p.add_argument("--lam", type=float, default=0.95, help="weight of CE in lambda*CE + (1-lambda)*MSE")
+    p.add_argument("--seed", type=int, default=42)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("train-egtp", help="train static soft-label heads per pooling (EGTP ablation)")
+    _add_common(p)
+    _add_training(p, epochs=60, batch=16)
+    p.add_argument("--pooling", default="all", choices=["egtp", "mean", "max", "last", "all"])
+    p.set_defaults(func=run_train_egtp)
+
+    p = subparsers.add_parser("train-plp", help="train the progressive remaining-length head (PLP)")
+    _add_common(p)
+    _add_training(p, epochs=15, batch=64)
+    p.set_defaults(func=run_train_plp)
+
+    p = subparsers.add_parser("attribution", help="entropy vs gradient importance of prompt tokens")
+    _add_common(p)
+    add_model_args(p)
+    p.add_argument("--attr-layer", type=int, default=None,
+                   help="layer of the attributed states; below --layer the gradient runs through the "
+                        "target's layers (needs the model), equal to --layer only through the pooling")
+    p.add_argument("--heads", default="egtp,mean", help="static heads to attribute (trained by train-egtp)")
+    p.add_argument("--bootstrap", type=int, default=1000)
+    p.set_defaults(func=run_attribution)
+
+
+def _config(args: argparse.Namespace):
+    from analysis.egtp.training import HeadConfig
+
+    return HeadConfig(bins=args.bins, lam=args.lam, lr=args.lr, batch_size=args.batch_size,
+                      epochs=args.epochs, seed=args.seed)
+
+
+def run_train_egtp(args: argparse.Namespace) -> int:
+    import torch
+
+    from analysis.egtp.pooling import POOLINGS
+    from cache.store import Store
+    from lenscope.jobs.egtp import train_static
+
+    torch.set_num_threads(1)
+    poolings = POOLINGS if args.pooling == "all" else (args.pooling,)
+    bars = PhaseBars()
+    try:
+        table = train_static(Store(), args.dataset, poolings, args.layer, args.alpha, _config(args), bars)
+    finally:
+        bars.close()
+    print(f"test MAE (tokens) by pooling and scenario, dataset {args.dataset!r}, layer {args.layer}:")
+    print(table.pivot(index="pooling", columns="scenario", values="mae").round(2).to_string())
+    return 0
+
+
+def run_train_plp(args: argparse.Namespace) -> int:
+    import torch
+
+    from cache.store import Store
+    from lenscope.jobs.egtp import train_plp
+
+    torch.set_num_threads(1)
+    bars = PhaseBars()
+    try:
+        curve = train_plp(Store(), args.dataset, args.layer, args.alpha, _config(args), bars)
+    finally:
+        bars.close()
+    print(f"PLP test MAE of the remaining length by observed steps, dataset {args.dataset!r}:")
+    print(curve[curve["step"].isin([0, 1, 2, 4, 8, 16, 32])].round(2).to_string(index=False))
+    return 0
+
+
+def run_attribution(args: argparse.Namespace) -> int:
+    import torch
+
+    from cache.store import Store
+    from lenscope.jobs.egtp import PAPER_PEARSON
+    from lenscope.jobs.egtp import run_attribution as job
+
+    torch.set_num_threads(1)
+    attr_layer = args.layer if args.attr_layer is None else args.attr_layer
+    model = load_target(args).model if attr_layer < args.layer else None
+    bars = PhaseBars()
+    try:
+        payload = job(Store(), args.dataset, args.layer, attr_layer, args.alpha, model,
+                      [h for h in args.heads.split(",") if h], args.bootstrap, bars)
+    finally:
+        bars.close()
+    print(f"entropy vs importance over test prompt tokens (paper: Pearson r = {PAPER_PEARSON}):")
+    for s in payload["summaries"]:
+        print(f"  {s['head']:>5} head, {s['path']} path L{args.layer}<-L{attr_layer}: "
+              f"Pearson {s['pearson']:.3f} [{s['pearson_ci'][0]:.3f}, {s['pearson_ci'][1]:.3f}], "
+              f"Spearman {s['spearman']:.3f} [{s['spearman_ci'][0]:.3f}, {s['spearman_ci'][1]:.3f}], "
+              f"{s['n_tokens']} tokens / {s['n_runs']} runs")
+    return 0

@@ -1,0 +1,112 @@
+"""``lenscope simulate`` (replay a trace through a simulated cluster) and ``lenscope calibrate-cost``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from lenscope.cli._common import PhaseBars
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("simulate", help="replay a request trace through a simulated serving cluster")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--trace", type=Path, help="CSV trace: Azure 2023, LLMServingSim or generic format")
+    src.add_argument("--dataset", help="use the app's runs of this dataset (needs --qps)")
+    p.add_argument("--qps", type=float, help="re-time arrivals as a Poisson process at this rate")
+    p.add_argument("--max-prompt-tokens", type=int)
+    p.add_argument("--first-n", type=int)
+    p.add_argument("--mode", choices=["disaggregated", "colocated"], default="disaggregated")
+    p.add_argument("--n-prefill", type=int, default=1)
+    p.add_argument("--n-decode", type=int, default=3)
+    p.add_argument("--batching", choices=["continuous", "static"], default="continuous")
+    p.add_argument("--max-batch-size", type=int, default=256)
+    p.add_argument("--kv-capacity", type=int, default=262_144, help="KV-cache tokens per decode instance")
+    p.add_argument("--dispatch", choices=["rr", "random", "lb"], default="rr")
+    p.add_argument("--queue", choices=["fcfs", "sjf", "srpt"], default="fcfs")
+    p.add_argument("--aging-s", type=float, help="starvation guard: serve requests waiting this long first")
+    p.add_argument("--predictor", choices=["oracle", "oracle-noise", "constant", "stored"], default="oracle")
+    p.add_argument("--noise-mae", type=float, default=50.0)
+    p.add_argument("--constant", type=float, default=256.0)
+    p.add_argument("--predictor-id", type=int, help="trained predictor id (with --predictor stored)")
+    p.add_argument("--short-quantile", type=float, default=0.5)
+    p.add_argument("--cost-json", type=Path, help="cost model from `lenscope calibrate-cost --out`")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, help="write per-request latencies to this CSV")
+    p.add_argument("--no-cache", action="store_true", help="recompute even if the store has the result")
+    p.set_defaults(func=run)
+
+    c = subparsers.add_parser("calibrate-cost", help="fit the simulator's cost model to a latency profile")
+    c.add_argument("--profile", type=Path, required=True, help="Splitwise-style perf model CSV")
+    c.add_argument("--model", help="model name in the profile (omit to list configurations)")
+    c.add_argument("--hardware")
+    c.add_argument("--tp", type=int, help="tensor parallel degree")
+    c.add_argument("--out", type=Path, help="write the fitted cost model as JSON")
+    c.set_defaults(func=calibrate)
+
+
+def _trace(args: argparse.Namespace, store):
+    from analysis.serving.traces import filter_trace, from_runs, load_trace_file, poisson_retime
+
+    if args.dataset:
+        if args.qps is None:
+            raise ValueError("--dataset needs --qps (the app's runs have no arrival times)")
+        trace = from_runs(store.runs_frame(args.dataset), args.qps, args.seed)
+    else:
+        trace = load_trace_file(args.trace)
+    trace = filter_trace(trace, args.max_prompt_tokens, args.first_n)
+    return poisson_retime(trace, args.qps, args.seed) if args.qps and not args.dataset else trace
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.serving.cost_model import DEFAULT_COST, CostModel
+    from analysis.serving.engine import SimConfig
+    from cache.store import Store
+    from lenscope.jobs.serving import PredictorSpec, run_simulation
+
+    store = Store()
+    trace = _trace(args, store)
+    cost = CostModel.from_dict(json.loads(args.cost_json.read_text())) if args.cost_json else DEFAULT_COST
+    config = SimConfig(mode=args.mode, n_prefill=args.n_prefill, n_decode=args.n_decode, batching=args.batching,
+                       max_batch_size=args.max_batch_size, kv_capacity_tokens=args.kv_capacity,
+                       dispatch=args.dispatch, queue=args.queue, aging_s=args.aging_s, seed=args.seed, cost=cost)
+    spec = PredictorSpec(kind=args.predictor, mae=args.noise_mae if args.predictor == "oracle-noise" else 0.0,
+                         constant=args.constant, predictor_id=args.predictor_id, seed=args.seed)
+    bars = PhaseBars()
+    try:
+        outcome = run_simulation(store, trace, spec, config, args.short_quantile, on_progress=bars,
+                                 use_cache=not args.no_cache)
+    finally:
+        bars.close()
+    s = outcome.summary
+    print(f"{s['label']} | {spec.label()} | {len(trace)} requests{' (cached)' if outcome.cached else ''}")
+    for group in ("all", "short", "long"):
+        print(f"  {group:5s} e2e P50/P90/P99 s: " + " / ".join(f"{s[f'{group}_e2e_p{p}_s']:.2f}" for p in (50, 90, 99))
+              + f"   TTFT P99 {s[f'{group}_ttft_p99_s']:.3f} s   TPOT P50 {s[f'{group}_tpot_p50_s'] * 1e3:.1f} ms")
+    print(f"  throughput {s['throughput_tok_s']:.0f} tok/s, mean JCT {s['mean_jct_s']:.2f} s, "
+          f"padding {s['padding_ratio']:.3f}, preemptions {s['preemptions']}")
+    if args.out:
+        outcome.requests.to_csv(args.out, index=False)
+        print(f"per-request latencies -> {args.out}")
+    return 0
+
+
+def calibrate(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from analysis.serving.cost_model import fit_cost_model, profile_configs
+
+    profile = pd.read_csv(args.profile)
+    if args.model is None:
+        print(profile_configs(profile).to_string(index=False))
+        return 0
+    if args.hardware is None or args.tp is None:
+        raise ValueError("--model needs --hardware and --tp")
+    fit = fit_cost_model(profile, args.model, args.hardware, args.tp)
+    print(json.dumps(fit.cost.to_dict(), indent=2))
+    print(f"fit on {fit.n_rows} rows: prefill MAPE {fit.prefill_mape:.1%}, decode MAPE {fit.decode_mape:.1%}")
+    if args.out:
+        args.out.write_text(json.dumps(fit.cost.to_dict(), indent=2))
+        print(f"cost model -> {args.out} (use with `lenscope simulate --cost-json {args.out}`)")
+    return 0

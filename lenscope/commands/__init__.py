@@ -1,1 +1,0 @@
-"""CLI sub-commands; every module here exposes ``register(subparsers)``."""

@@ -1,0 +1,72 @@
+"""Figures of the Drafter-vs-target page: remaining-length curves, MAE by step, acceptance by draft
+step, and UMAP scatter plots of representations."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analysis.core.metrics import mae_by_step
+
+
+def remaining_curves_figure(curves: pd.DataFrame, title: str = "Remaining length of this generation") -> go.Figure:
+    """True remaining length and every predictor column of ``curves`` (step, true, <predictor>...)."""
+    fig = go.Figure()
+    fig.add_scatter(x=curves["step"], y=curves["true"], name="true remaining", line={"color": "black", "dash": "dash"})
+    for column in curves.columns.drop(["step", "true"]):
+        fig.add_scatter(x=curves["step"], y=curves[column], name=column, mode="lines")
+    fig.update_layout(title=title, xaxis_title="generated tokens (step)", yaxis_title="remaining tokens")
+    return fig
+
+
+def mae_by_step_figure(predictions: Mapping[str, pd.DataFrame], max_step: int | None = None) -> go.Figure:
+    """Dataset-wide MAE per decoding step, one line per named predictions frame."""
+    fig = go.Figure()
+    for name, frame in predictions.items():
+        curve = mae_by_step(frame, max_step)
+        fig.add_scatter(x=curve["step"], y=curve["mae"], name=name, mode="lines",
+                        customdata=curve["n"], hovertemplate="step %{x}: MAE %{y:.1f} (n=%{customdata})")
+    fig.update_layout(title="MAE of remaining-length predictions by decoding step",
+                      xaxis_title="generated tokens (step)", yaxis_title="MAE (tokens)")
+    return fig
+
+
+def acceptance_figure(rates: Mapping[str, list[float | None]]) -> go.Figure:
+    """Conditional acceptance rate per draft step, one bar group per drafter."""
+    fig = go.Figure()
+    for name, values in rates.items():
+        fig.add_bar(x=[f"step {i + 1}" for i in range(len(values))], y=values, name=name)
+    fig.update_layout(title="Speculative acceptance rate by drafting step", barmode="group",
+                      yaxis_title="acceptance rate", yaxis_range=[0, 1])
+    return fig
+
+
+def umap_figure(payload: Mapping[str, list]) -> go.Figure:
+    """Side-by-side 2-D UMAPs of drafter and target representations, coloured by remaining length."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("drafter representation",
+                                                        f"target layer {payload.get('layer', '?')}"))
+    for col, key in enumerate(("drafter", "target"), start=1):
+        xy = pd.DataFrame(payload[key], columns=["x", "y"])
+        fig.add_scatter(x=xy["x"], y=xy["y"], mode="markers", row=1, col=col, showlegend=False,
+                        marker={"size": 4, "color": payload["remaining"], "colorscale": "Viridis",
+                                "showscale": col == 2, "colorbar": {"title": "remaining"}},
+                        customdata=payload["step"], hovertemplate="step %{customdata}<br>remaining %{marker.color}")
+    fig.update_layout(title="UMAP of representations coloured by remaining length")
+    return fig
+
+
+def ablation_table(predictors: pd.DataFrame) -> pd.DataFrame:
+    """One row per registered drafter/probe with its headline metrics (from ``predictors_frame``)."""
+    rows = []
+    for p in predictors.itertuples():
+        m, c = p.metrics or {}, p.config or {}
+        rate = (m.get("acceptance") or [None])[0]
+        rows.append({"name": p.name, "kind": p.kind, "variant": c.get("variant", c.get("mode")),
+                     "static MAE": m.get("static_mae"), "constant static MAE": m.get("constant_static_mae"),
+                     "dynamic MAE (steps 0-32)": m.get("dynamic_mae"),
+                     "constant dynamic MAE": m.get("constant_dynamic_mae"),
+                     "acceptance step 1": rate, "tau": m.get("tau"), "eval split": m.get("eval_split")})
+    return pd.DataFrame(rows)

@@ -1,0 +1,109 @@
+"""Dataset collection: sample prompts with the batched engine, store runs with true lengths as they finish."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from analysis.core.progress import Progress, no_progress
+from analysis.data.prompts import PromptItem, sample_prompts
+from cache.store import NewRun, Store
+from models.engine import BatchedEngine, GenerationSettings
+from models.target import TargetModel
+
+FLUSH_RUNS = 16
+FLUSH_SECONDS = 20.0
+
+
+@dataclass
+class CollectReport:
+    """What a collection did: its runs (in request order), how many were generated vs found in the cache,
+    how many generated answers ended with the end-of-turn token, and the engine's throughput."""
+
+    dataset_id: int
+    run_ids: list[int]
+    generated: int
+    cached: int
+    finished: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+
+def collect_dataset(
+    store: Store,
+    target: TargetModel,
+    name: str,
+    prompts: Sequence[PromptItem],
+    settings: GenerationSettings,
+    samples_per_prompt: int = 1,
+    layers: Sequence[int] | None = None,
+    batch_size: int | str = "auto",
+    features: str = "decode",
+    on_progress: Progress = no_progress,
+) -> CollectReport:
+    """Generate ``samples_per_prompt`` answers (seeds ``seed..seed+K-1``) for every prompt into dataset
+    ``name`` with the batched engine. Runs already stored are reused and finished runs are written in
+    batches as they complete, so an interrupted collection resumes where it stopped.
+    ``on_progress(done, total, label)`` reports runs done, with the engine's tokens/s as the label (the CLI's
+    bar and the app's progress bar add the ETA).
+    """
+    if samples_per_prompt < 1:
+        raise ValueError("samples_per_prompt must be at least 1")
+    layers = target.check_layers(layers)
+    config = {"settings": settings.as_dict(), "samples_per_prompt": samples_per_prompt, "layers": layers}
+    dataset_id = store.ensure_dataset(name, store.ensure_model(target), config)
+    requests = [(item, replace(settings, seed=settings.seed + k)) for item in prompts
+                for k in range(samples_per_prompt)]
+    keys = [store.run_key(target.key, item.text, s.as_dict(), layers) for item, s in requests]
+    found = store.find_runs(keys)
+    run_ids: list[int | None] = [found.get(key) for key in keys]
+    report = CollectReport(dataset_id, [], generated=0, cached=sum(r is not None for r in run_ids))
+    todo = [i for i, run_id in enumerate(run_ids) if run_id is None]
+    total = len(requests)
+    pending: list[tuple[int, NewRun]] = []
+    last_flush = time.perf_counter()
+
+    def flush() -> None:
+        nonlocal pending, last_flush
+        if pending:
+            saved = store.save_runs(target, [new for _, new in pending])
+            for (i, _), run_id in zip(pending, saved):
+                run_ids[i] = run_id
+                store.add_to_dataset(dataset_id, run_id, requests[i][0].scenario)
+        pending, last_flush = [], time.perf_counter()
+
+    engine = BatchedEngine(target, layers, batch_size=batch_size, features=features)
+    on_progress(report.cached, total, "cached runs")
+    start = time.perf_counter()
+    try:
+        prompt_ids = [target.chat_ids(requests[i][0].text) for i in todo]
+        for j, generation in engine.run(prompt_ids, [requests[i][1] for i in todo]):
+            i = todo[j]
+            item = requests[i][0]
+            pending.append((i, NewRun(item.text, generation, item.source, item.ref)))
+            report.generated += 1
+            report.finished += generation.finished
+            if len(pending) >= FLUSH_RUNS or time.perf_counter() - last_flush > FLUSH_SECONDS:
+                flush()
+            done = report.cached + report.generated
+            on_progress(done, total, f"{engine.stats.tokens_per_s:,.0f} tok/s")
+    finally:
+        flush()  # an interruption keeps every run that finished
+    report.seconds, report.tokens = time.perf_counter() - start, engine.stats.tokens
+    waiting = set(todo)
+    for i, (item, _) in enumerate(requests):
+        if i not in waiting:
+            store.add_to_dataset(dataset_id, run_ids[i], item.scenario)
+    report.run_ids = [int(r) for r in run_ids]
+    return report
+
+
+def collect_sample(store: Store, target: TargetModel, name: str, n: int, sources: dict[str, float],
+                   settings: GenerationSettings, on_progress: Progress = no_progress) -> CollectReport:
+    """:func:`collect_dataset` on ``n`` prompts drawn from ``sources`` (weights, e.g. ShareGPT and HumanEval)."""
+    return collect_dataset(store, target, name, sample_prompts(n, sources), settings, on_progress=on_progress)

@@ -1,0 +1,303 @@
+"""EGTP jobs over the store: cached pooled features, static heads per pooling, PLP, attribution.
+
+Every job reads runs of a dataset from the store, caches what is expensive (per-run pooled features as
+content-addressed tensors, trained heads as safetensors artifacts, predictions and result tables in the
+database) and reports progress through ``on_progress(done, total, label)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from analysis.core.metrics import constant_mean_mae, mae, mae_by_step
+from analysis.core.progress import Progress, no_progress
+from analysis.core.soft_label_head import SoftLabelHead
+from analysis.core.splits import split_by_prompt
+from analysis.egtp.attribution import (
+    entropy_importance_correlation,
+    model_importance,
+    pooled_importance,
+)
+from analysis.egtp.plp import EVAL_STEPS, plp_inputs, plp_steps, remaining_frame
+from analysis.egtp.pooling import POOLINGS
+from analysis.egtp.training import HeadConfig, load_head, predict, save_head, train_head
+from cache.settings import get_settings
+from cache.store import Store, StoredRun
+from lenscope.jobs.features import run_features
+from lenscope.jobs.runs import GenerationSettings, generate_cached
+from models.target import TargetModel
+
+ABLATION_KIND, ATTRIBUTION_KIND = "egtp_pooling_ablation", "egtp_attribution"
+STATIC_KIND, PLP_KIND = "egtp_static", "egtp_plp"
+DEFAULT_LAYER = 30
+
+# EGTP paper (ICLR 2026), pooling ablation, MAE in tokens on ForeLen (Qwen2.5-7B), for reference only.
+PAPER_ABLATION = pd.DataFrame({
+    "pooling": ["egtp", "max", "last", "mean"],
+    "reasoning": [133.57, 137.88, 139.09, 142.40], "long_seq": [81.60, 122.74, 135.44, 173.85],
+    "rl": [95.24, 98.46, 105.39, 149.92], "mean_mae": [103.47, 119.69, 126.64, 155.39],
+})
+PAPER_PEARSON = 0.451
+# EGTP paper, PLP: MAE at 0 and 32 observed steps.
+PAPER_PLP = {"rl": (95.24, 80.86), "long_seq": (81.60, 67.11)}
+
+
+@dataclass
+class FeatureTable:
+    """Runs of a dataset (frame with run_id, prompt_id, scenario, output_tokens, split) and their features."""
+
+    runs: pd.DataFrame
+    features: dict[int, dict[str, torch.Tensor]]
+
+    def prompt_matrix(self, pooling: str) -> torch.Tensor:
+        return torch.stack([self.features[r][f"prompt.{pooling}"] for r in self.runs["run_id"]])
+
+    def lengths(self) -> torch.Tensor:
+        return torch.tensor(self.runs["output_tokens"].to_numpy(), dtype=torch.float32)
+
+
+def feature_table(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: float = 1.0, seed: int = 42,
+                  on_progress: Progress = no_progress) -> FeatureTable:
+    """Features of every run of ``dataset`` with its prompt-level train/val/test split."""
+    runs = store.runs_frame(dataset)
+    if runs.empty:
+        raise ValueError(f"dataset {dataset!r} has no runs; create it with `python -m lenscope collect "
+                         f"--dataset {dataset}`")
+    splits = split_by_prompt(runs["prompt_id"], seed)
+    runs = runs.assign(split=runs["prompt_id"].map(splits)).reset_index(drop=True)
+    feats = {}
+    for i, run_id in enumerate(runs["run_id"]):
+        feats[int(run_id)] = run_features(store, int(run_id), layer, alpha)
+        on_progress(i + 1, len(runs), "pooling features")
+    return FeatureTable(runs, feats)
+
+
+def _check_splits(table: FeatureTable) -> None:
+    counts = table.runs["split"].value_counts()
+    if counts.get("train", 0) < 2 or counts.get("test", 0) < 1:
+        raise ValueError(f"need at least 2 train and 1 test runs, have {counts.to_dict()}; collect more runs")
+
+
+def _metrics(frame: pd.DataFrame) -> dict:
+    """MAE per split and, on the test split, per scenario (plus the constant train-mean baseline)."""
+    out = {f"mae_{s}": mae(g["predicted"], g["true"]) for s, g in frame.groupby("split")}
+    test = frame[frame["split"] == "test"]
+    out["mae_test_by_scenario"] = {s: mae(g["predicted"], g["true"]) for s, g in test.groupby("scenario")}
+    out["mae_test_constant_mean"] = (constant_mean_mae(frame.loc[frame["split"] == "train", "true"], test["true"])
+                                     if len(test) else None)
+    out["n"] = frame["split"].value_counts().to_dict()
+    return out
+
+
+def predictor_name(kind: str, dataset: str, layer: int, pooling: str = "egtp") -> str:
+    return f"{kind}-{pooling}-{dataset}-L{layer}"
+
+
+def _artifact(name: str):
+    return get_settings().artifact_dir / "egtp" / f"{name}.safetensors"
+
+
+def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS, layer: int = DEFAULT_LAYER,
+                 alpha: float = 1.0, config: HeadConfig | None = None,
+                 on_progress: Progress = no_progress) -> pd.DataFrame:
+    """Train one static soft-label head per pooling; store heads, predictions and the ablation table.
+
+    Returns the ablation table (pooling, scenario, mae, n) on the test split, 'all' rows included.
+    """
+    cfg = config or HeadConfig()
+    bad = sorted(set(poolings) - set(POOLINGS))
+    if bad:
+        raise ValueError(f"unknown pooling {bad}; choose from {POOLINGS}")
+    table = feature_table(store, dataset, layer, alpha, cfg.seed, on_progress)
+    _check_splits(table)
+    runs, y = table.runs, table.lengths()
+    masks = {s: torch.tensor((runs["split"] == s).to_numpy()) for s in ("train", "val", "test")}
+    dataset_id = store.dataset_id(dataset)
+    rows = []
+    for pooling in poolings:
+        x = table.prompt_matrix(pooling)
+
+        def epoch_cb(epoch: int, total: int, row: dict, pooling=pooling) -> None:
+            on_progress(epoch, total, f"train {pooling}")
+
+        res = train_head(x[masks["train"]], y[masks["train"]], x[masks["val"]], y[masks["val"]], cfg, epoch_cb)
+        frame = runs[["run_id", "split", "scenario"]].assign(step=0, predicted=predict(res.head, x), true=y.numpy())
+        name = predictor_name(STATIC_KIND, dataset, layer, pooling)
+        meta = {"pooling": pooling, "layer": layer, "alpha": alpha, "dataset": dataset, "head": asdict(cfg)}
+        path = save_head(res.head, _artifact(name), meta)
+        metrics = {**_metrics(frame), "best_epoch": res.best_epoch}
+        pid = store.save_predictor(name, STATIC_KIND, meta, metrics, str(path), dataset_id=dataset_id)
+        store.save_predictions(pid, frame)
+        test = frame[frame["split"] == "test"]
+        rows.append({"pooling": pooling, "scenario": "all", "mae": metrics["mae_test"], "n": len(test)})
+        rows += [{"pooling": pooling, "scenario": s, "mae": mae(g["predicted"], g["true"]), "n": len(g)}
+                 for s, g in test.groupby("scenario")]
+    ablation = pd.DataFrame(rows)
+    store.put_result(ABLATION_KIND, f"pooling ablation {dataset} L{layer}", ablation_config(dataset, layer, alpha),
+                     {"rows": ablation.to_dict("records"), "head": asdict(cfg),
+                      "constant_mean_mae": _metrics(frame)["mae_test_constant_mean"]})
+    return ablation
+
+
+def ablation_config(dataset: str, layer: int = DEFAULT_LAYER, alpha: float = 1.0) -> dict:
+    return {"dataset": dataset, "layer": layer, "alpha": alpha}
+
+
+def load_predictor(store: Store, kind: str, name: str) -> tuple[SoftLabelHead, dict, int]:
+    """(head, meta, predictor_id) of a stored predictor; ValueError naming the command that creates it."""
+    frame = store.predictors_frame(kind)
+    row = frame[frame["name"] == name]
+    if row.empty:
+        cmd = "train-plp" if kind == PLP_KIND else "train-egtp"
+        raise ValueError(f"no trained predictor {name!r}; run `python -m lenscope {cmd}` first")
+    head, meta = load_head(row["artifact_path"].iloc[0])
+    return head, meta, int(row["predictor_id"].iloc[0])
+
+
+def plp_samples(table: FeatureTable, run_ids: Sequence[int], max_step: int | None = None,
+                prompt_pooling: str = "egtp") -> tuple[torch.Tensor, pd.DataFrame]:
+    """PLP inputs and sample rows (run_id, step, true) of ``run_ids`` at steps 0..L-1 (or ..max_step)."""
+    xs, frames = [], []
+    lengths = dict(zip(table.runs["run_id"], table.runs["output_tokens"]))
+    for rid in run_ids:
+        f = table.features[int(rid)]
+        rows = remaining_frame(int(rid), int(lengths[rid]), max_step)
+        xs.append(plp_inputs(f[f"prompt.{prompt_pooling}"], f["generated.egtp"], rows["step"].to_numpy()))
+        frames.append(rows)
+    return torch.cat(xs), pd.concat(frames, ignore_index=True)
+
+
+def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: float = 1.0,
+              config: HeadConfig | None = None, on_progress: Progress = no_progress) -> pd.DataFrame:
+    """Train the PLP head over every decoding step of the training runs; store it and its predictions at
+    steps 0..32 for every split. Returns the test MAE by step (step, mae, n)."""
+    cfg = config or HeadConfig(epochs=15, batch_size=64)
+    table = feature_table(store, dataset, layer, alpha, cfg.seed, on_progress)
+    _check_splits(table)
+    runs = table.runs
+    ids = {s: runs.loc[runs["split"] == s, "run_id"].tolist() for s in ("train", "val", "test")}
+    x_tr, s_tr = plp_samples(table, ids["train"])
+    x_val, s_val = plp_samples(table, ids["val"], EVAL_STEPS) if ids["val"] else (None, None)
+    res = train_head(x_tr, torch.tensor(s_tr["true"].to_numpy(), dtype=torch.float32), x_val,
+                     None if s_val is None else torch.tensor(s_val["true"].to_numpy(), dtype=torch.float32),
+                     cfg, lambda e, n, row: on_progress(e, n, "train plp"))
+    x_all, frame = plp_samples(table, runs["run_id"].tolist(), EVAL_STEPS)
+    frame = frame.merge(runs[["run_id", "split", "scenario"]], on="run_id")
+    frame["predicted"] = predict(res.head, x_all)
+    name = predictor_name(PLP_KIND, dataset, layer)
+    meta = {"layer": layer, "alpha": alpha, "dataset": dataset, "prompt_pooling": "egtp",
+            "generated_summary": "egtp", "head": asdict(cfg)}
+    path = save_head(res.head, _artifact(name), meta)
+    curve = mae_by_step(frame[frame["split"] == "test"], EVAL_STEPS)
+    metrics = {**_metrics(frame[frame["step"] == 0]), "best_epoch": res.best_epoch,
+               "test_mae_by_step": curve.to_dict("records")}
+    dataset_id = store.dataset_id(dataset)
+    pid = store.save_predictor(name, PLP_KIND, meta, metrics, str(path), dataset_id=dataset_id)
+    store.save_predictions(pid, frame[["run_id", "step", "predicted", "true", "split"]])
+    return curve
+
+
+def plp_trajectory(store: Store, head: SoftLabelHead, meta: dict, run: StoredRun) -> pd.DataFrame:
+    """Predicted vs true remaining length after every step of one run (step, predicted, true)."""
+    f = run_features(store, run.id, meta["layer"], meta["alpha"])
+    steps = plp_steps(run.output_length)
+    x = plp_inputs(f[f"prompt.{meta['prompt_pooling']}"], f["generated.egtp"], steps)
+    return pd.DataFrame({"step": steps, "predicted": predict(head, x), "true": run.output_length - steps})
+
+
+def plp_mae_curve(store: Store, predictor_id: int, split: str = "test") -> pd.DataFrame:
+    """MAE by observed steps (0..32) of a stored PLP predictor on one split."""
+    preds = store.predictions_frame(predictor_id)
+    return mae_by_step(preds[preds["split"] == split], EVAL_STEPS)
+
+
+def attribution_config(dataset: str, layer: int, attr_layer: int, alpha: float) -> dict:
+    return {"dataset": dataset, "layer": layer, "attr_layer": attr_layer, "alpha": alpha}
+
+
+def token_attribution(head: SoftLabelHead, meta: dict, run: StoredRun, attr_layer: int, model=None) -> np.ndarray:
+    """Importance of every prompt token of ``run`` for ``head``: the pooling path when ``attr_layer`` is
+    the head's layer (no model needed), else the model path through ``model``'s layers."""
+    p, layer, pooling, alpha = run.prompt_len, meta["layer"], meta["pooling"], meta["alpha"]
+    entropy = run.features.entropy[:p]
+    if attr_layer == layer:
+        return pooled_importance(head, run.features.hidden[layer][:p], entropy, run.output_length,
+                                 pooling, alpha).numpy()
+    if model is None:
+        raise ValueError("attribution below the head layer needs the target model")
+    return model_importance(model, run.features.input_ids[:p], head, entropy, run.output_length, layer,
+                            attr_layer, pooling, alpha).numpy()
+
+
+def run_attribution(store: Store, dataset: str, layer: int = DEFAULT_LAYER, attr_layer: int | None = None,
+                    alpha: float = 1.0, model=None, heads: Sequence[str] = ("egtp", "mean"),
+                    n_boot: int = 1000, on_progress: Progress = no_progress) -> dict:
+    """Entropy-importance correlation over the test prompts for the stored static heads ``heads``.
+
+    ``attr_layer`` defaults to ``layer`` (pooling path); a lower layer needs ``model`` (model path).
+    Stores and returns a payload with one summary per head and per-run token arrays for the page.
+    """
+    attr_layer = layer if attr_layer is None else attr_layer
+    loaded = {h: load_predictor(store, STATIC_KIND, predictor_name(STATIC_KIND, dataset, layer, h)) for h in heads}
+    runs = store.runs_frame(dataset)
+    splits = split_by_prompt(runs["prompt_id"])
+    test = runs[runs["prompt_id"].map(splits) == "test"]
+    if test.empty:
+        raise ValueError(f"dataset {dataset!r} has no test runs yet")
+    per_run = []
+    for i, rid in enumerate(test["run_id"]):
+        run = store.load_run(int(rid), layers=[layer])
+        p = run.prompt_len
+        row = {"run_id": int(rid), "tokens": run.features.tokens[:p],
+               "entropy": run.features.entropy[:p].tolist(), "output_length": run.output_length}
+        for h, (head, meta, _) in loaded.items():
+            row[f"importance_{h}"] = token_attribution(head, meta, run, attr_layer, model).tolist()
+        per_run.append(row)
+        on_progress(i + 1, len(test), "attribution")
+    summaries = [{"head": h, "path": "pooling" if attr_layer == layer else "model",
+                  "predictor_id": loaded[h][2],
+                  **entropy_importance_correlation([(r["entropy"], r[f"importance_{h}"]) for r in per_run],
+                                                   n_boot).as_dict()} for h in heads]
+    payload = {"summaries": summaries, "runs": per_run, "paper_pearson": PAPER_PEARSON}
+    store.put_result(ATTRIBUTION_KIND, f"attribution {dataset} L{layer}<-L{attr_layer}",
+                     attribution_config(dataset, layer, attr_layer, alpha), payload)
+    return payload
+
+
+def attribution_job(store: Store, dataset: str, layer: int, attr_layer: int, alpha: float,
+                    target: TargetModel | None, on_progress: Progress = no_progress) -> dict:
+    """:func:`run_attribution`, training the static heads first when they are missing (the model path,
+    ``attr_layer`` below ``layer``, needs ``target``)."""
+    if store.get_result(ABLATION_KIND, ablation_config(dataset, layer, alpha)) is None:
+        train_static(store, dataset, layer=layer, alpha=alpha, on_progress=on_progress)
+    model = target.model if target is not None and attr_layer < layer else None
+    return run_attribution(store, dataset, layer, attr_layer, alpha, model, on_progress=on_progress)
+
+
+@dataclass
+class PromptAttribution:
+    """Importance of each token of a typed prompt for one stored head, with the answer's true length."""
+
+    tokens: list[str]
+    entropy: list[float]
+    importance: list[float]
+    output_length: int
+
+
+def attribute_prompt(store: Store, target: TargetModel, dataset: str, layer: int, attr_layer: int, head_name: str,
+                     prompt: str,
+                     settings: GenerationSettings = GenerationSettings(256, 0.7, 1.0, 0)) -> PromptAttribution:
+    """Generate (or reuse) the answer to ``prompt`` and attribute the static ``head_name`` head to its tokens."""
+    head, meta, _ = load_predictor(store, STATIC_KIND, predictor_name(STATIC_KIND, dataset, layer, head_name))
+    run, _ = generate_cached(store, target, prompt, settings,
+                             sorted(set(target.default_layers()) | {layer, attr_layer}))
+    run = store.load_run(run.id, layers=[layer])
+    p = run.prompt_len
+    importance = token_attribution(head, meta, run, attr_layer, target.model)
+    return PromptAttribution(run.features.tokens[:p], run.features.entropy[:p].tolist(), importance.tolist(),
+                             run.output_length)

@@ -1,0 +1,38 @@
+"""Per-run pooled features (prompt poolings, prefix EGTP of the answer), computed once and kept in the store."""
+
+from __future__ import annotations
+
+import torch
+
+from analysis.egtp.pooling import POOLINGS, pool, prefix_pool
+from cache.store import Store, StoredRun
+
+FEATURES_KIND = "egtp_features"
+FEATURES_VERSION = 1
+
+
+def compute_run_features(run: StoredRun, layer: int, alpha: float) -> dict[str, torch.Tensor]:
+    """Prompt poolings (``prompt.<method>`` [d]) and prefix EGTP of the answer (``generated.egtp`` [L, d])."""
+    if layer not in run.features.hidden:
+        raise ValueError(f"run {run.id} has no hidden states at layer {layer} (stored: {run.layers})")
+    hidden, entropy, p = run.features.hidden[layer], run.features.entropy, run.prompt_len
+    out = {f"prompt.{m}": pool(hidden[:p], entropy[:p], m, alpha).contiguous() for m in POOLINGS}
+    answer = hidden[p:p + run.output_length]
+    out["generated.egtp"] = (prefix_pool(answer, entropy[p:p + run.output_length], "egtp", alpha)
+                             if len(answer) else torch.zeros(0, hidden.shape[1]))
+    return out
+
+
+def run_features(store: Store, run_id: int, layer: int, alpha: float) -> dict[str, torch.Tensor]:
+    """:func:`compute_run_features`, computed once per (run, layer, alpha) and kept in the store."""
+    config = {"run_id": int(run_id), "layer": layer, "alpha": alpha, "version": FEATURES_VERSION}
+    cached = store.get_result(FEATURES_KIND, config)
+    if cached is not None:
+        try:
+            return store.tensors.get(cached["hash"])
+        except FileNotFoundError:
+            pass
+    feats = compute_run_features(store.load_run(int(run_id), layers=[layer]), layer, alpha)
+    digest, _ = store.tensors.put(feats)
+    store.put_result(FEATURES_KIND, f"run {run_id} L{layer}", config, {"hash": digest})
+    return feats

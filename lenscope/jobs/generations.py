@@ -1,0 +1,91 @@
+"""Generations as a portable file: the tokens of a dataset's runs, without features, to ship or resume from.
+
+A file (JSON lines, gzip) holds one header and one record per run: prompt text and source, sampling
+settings (with the sampler version), prompt and answer token ids, and whether the answer ended with the
+end-of-turn token. Importing recomputes every feature with one teacher-forced batched pass
+(:meth:`TargetModel.features`) and stores the runs under their usual cache keys, so a collection continued
+afterwards skips them: a long collection survives the machine it started on, a few MB at a time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from analysis.core.progress import Progress, no_progress
+from cache.store import NewRun, Store
+from models.engine import Generation
+from models.target import TargetModel
+
+FORMAT = "lenscope-generations/1"
+IMPORT_BATCH = 32
+
+
+def export_generations(store: Store, dataset: str, path: Path, on_progress: Progress = no_progress) -> int:
+    """Write the runs of ``dataset`` to ``path``; returns how many."""
+    runs = store.runs_frame(dataset=dataset)
+    if runs.empty:
+        raise ValueError(f"dataset {dataset!r} has no runs to export")
+    models = set(runs["model_id"])
+    if len(models) > 1:
+        raise ValueError(f"dataset {dataset!r} mixes runs of {len(models)} models; export one model at a time")
+    datasets = store.datasets_frame().set_index("name")
+    layers = (datasets.loc[dataset, "config"] or {}).get("layers")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        for i, row in enumerate(runs.itertuples()):
+            run = store.load_run(int(row.run_id), layers=[])
+            ids = run.features.input_ids.tolist()
+            if i == 0:
+                fh.write(json.dumps({"format": FORMAT, "dataset": dataset, "layers": layers}) + "\n")
+            fh.write(json.dumps({"prompt": run.prompt, "source": row.source, "ref": row.source_ref,
+                                 "scenario": row.scenario, "settings": run.settings,
+                                 "prompt_ids": ids[:run.prompt_len], "output_ids": ids[run.prompt_len:],
+                                 "finished": run.finished}) + "\n")
+            on_progress(i + 1, len(runs), "export")
+    return len(runs)
+
+
+def read_generations(path: Path) -> tuple[dict, list[dict]]:
+    """Header and records of a generations file (clear errors for anything else)."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            lines = [json.loads(line) for line in fh if line.strip()]
+    except (OSError, EOFError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a lenscope generations file: {exc}") from exc
+    if not lines or lines[0].get("format") != FORMAT:
+        raise ValueError(f"{path} is not a lenscope generations file (expected format {FORMAT})")
+    return lines[0], lines[1:]
+
+
+def import_generations(store: Store, target: TargetModel, path: Path, dataset: str,
+                       layers: Sequence[int] | None = None, on_progress: Progress = no_progress) -> tuple[int, int]:
+    """Store the runs of a generations file in ``dataset`` with features recomputed on ``target``;
+    runs already stored are kept. Returns (imported, already stored)."""
+    header, records = read_generations(path)
+    layers = target.check_layers(layers if layers is not None else header.get("layers"))
+    for record in records:
+        if target.chat_ids(record["prompt"]) != record["prompt_ids"]:
+            raise ValueError(f"{path}: the prompt tokens differ from {target.source.spec}'s; import it with the "
+                             "model that generated it")
+    keys = [store.run_key(target.key, r["prompt"], r["settings"], layers) for r in records]
+    found = store.find_runs(keys)
+    todo = [r for r, key in zip(records, keys) if key not in found]
+    config = {"imported_from": path.name, "layers": layers}
+    dataset_id = store.ensure_dataset(dataset, store.ensure_model(target), config)
+    for run_id, record in zip((found.get(k) for k in keys), records):
+        if run_id is not None:
+            store.add_to_dataset(dataset_id, run_id, record["scenario"])
+    for start in range(0, len(todo), IMPORT_BATCH):
+        batch = todo[start:start + IMPORT_BATCH]
+        features = target.features([r["prompt_ids"] + r["output_ids"] for r in batch], layers)
+        new = [NewRun(r["prompt"], Generation(
+            prompt_len=len(r["prompt_ids"]), features=f, finished=r["finished"], settings=r["settings"],
+            text=target.tokenizer.decode(r["output_ids"], skip_special_tokens=True), output_ids=r["output_ids"]),
+            r["source"], r["ref"]) for r, f in zip(batch, features)]
+        for record, run_id in zip(batch, store.save_runs(target, new)):
+            store.add_to_dataset(dataset_id, run_id, record["scenario"])
+        on_progress(start + len(batch), len(todo), "import")
+    return len(todo), len(records) - len(todo)

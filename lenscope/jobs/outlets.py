@@ -1,0 +1,249 @@
+"""Jobs behind ``train-drafter`` / ``train-probe`` and the Drafter-vs-target page: load stored runs,
+train, predict, evaluate, and register predictors, predictions and UMAP embeddings in the store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from analysis.core.progress import Progress, no_progress
+from analysis.outlets.probes import (
+    LengthProbe,
+    ProbeConfig,
+    remaining_length_samples,
+    train_probe,
+)
+from analysis.outlets.speculative import acceptance_length, acceptance_rates
+from analysis.outlets.training import (
+    VARIANTS,
+    DrafterExample,
+    evaluation_metrics,
+    example_acceptance,
+    get_variant,
+    predict_example,
+    target_topk,
+    train_drafter,
+)
+from cache.settings import get_settings
+from cache.store import Store, StoredRun
+from lenscope.jobs.datasets import JobResult, dataset_runs, evaluation_split
+from models.drafter import LENGTH_MODES, Drafter
+from models.target import TargetModel
+
+DRAFTER_VARIANTS = tuple(VARIANTS)
+PROBE_MODES = LENGTH_MODES
+TOPK = 32            # target distribution truncated to its top-32 tokens for the KL
+DRAFT_STEPS = 5      # drafting horizon k of the acceptance evaluation
+UMAP_KIND = "drafter_umap"
+
+
+def example_from_run(run: StoredRun, fuse_layers: Sequence[int], split: str,
+                     target: TargetModel | None = None) -> DrafterExample:
+    """A drafter example from a stored run; with ``target`` its top-k next-token distributions are
+    recomputed from the stored final layer (needed for training and acceptance, not for prediction)."""
+    needed = [*fuse_layers, *([target.num_layers] if target is not None else [])]
+    missing = [layer for layer in needed if layer not in run.features.hidden]
+    if missing:
+        raise ValueError(f"run {run.id} has no stored hidden states for layers {missing}")
+    if target is None:
+        ids, logp = torch.zeros(len(run.features), 0, dtype=torch.long), torch.zeros(len(run.features), 0)
+    else:
+        ids, logp = target_topk(target.next_token_logits(run.features.hidden[target.num_layers]).cpu(), TOPK)
+    return DrafterExample(run_id=run.id, prompt_id=run.prompt_id, split=split, prompt_len=run.prompt_len,
+                          output_length=run.output_length, input_ids=run.features.input_ids.long(),
+                          hidden=[run.features.hidden[layer].half() for layer in fuse_layers],
+                          target_ids=ids, target_logp=logp.half())
+
+
+def load_examples(store: Store, target: TargetModel | None, dataset: str, fuse_layers: Sequence[int],
+                  on_progress: Progress = no_progress) -> list[DrafterExample]:
+    """Every run of ``dataset`` with at least one generated token, as drafter examples (with the
+    target's top-k distributions when ``target`` is given)."""
+    runs = dataset_runs(store, dataset)
+    runs = runs[runs["output_tokens"] > 0]
+    examples = []
+    for i, row in enumerate(runs.itertuples()):
+        run = store.load_run(int(row.run_id), layers=[*fuse_layers, *([target.num_layers] if target else [])])
+        examples.append(example_from_run(run, fuse_layers, row.split, target))
+        on_progress(i + 1, len(runs), "loading runs")
+    return examples
+
+
+def drafter_name(dataset: str, variant: str) -> str:
+    return f"drafter:{dataset}:{variant}"
+
+
+def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", variant: str = "outlets",
+                      epochs: int = 6, lr: float = 1e-3, max_step: int = 128, seed: int = 0,
+                      on_progress: Progress = no_progress) -> JobResult:
+    """Train one drafter variant on the train split of ``dataset``, predict every run's remaining
+    length at steps 0..max_step, measure acceptance on the evaluation split, save and register it."""
+    spec = get_variant(variant)
+    torch.manual_seed(seed)
+    drafter = Drafter.for_target(target, **spec.drafter_overrides())
+    examples = load_examples(store, target, dataset, drafter.config.fuse_layers, on_progress)
+    train = [ex for ex in examples if ex.split == "train"] or examples
+    history = train_drafter(drafter, train, spec, epochs=epochs, lr=lr, seed=seed,
+                            on_step=lambda s, n, parts: on_progress(s, n, f"training (loss {parts['loss']:.3f})"))
+    frames = []
+    for i, ex in enumerate(examples):
+        frames.append(predict_example(drafter, ex, max_step)[0])
+        on_progress(i + 1, len(examples), "predicting")
+    predictions = pd.concat(frames, ignore_index=True)
+    eval_split = evaluation_split(ex.split for ex in examples)
+    evaluated = torch.zeros(DRAFT_STEPS, dtype=torch.long)
+    accepted = torch.zeros(DRAFT_STEPS, dtype=torch.long)
+    eval_examples = [ex for ex in examples if ex.split == eval_split]
+    for i, ex in enumerate(eval_examples):
+        e, a = example_acceptance(drafter, ex, DRAFT_STEPS)
+        evaluated, accepted = evaluated + e, accepted + a
+        on_progress(i + 1, len(eval_examples), "acceptance")
+    rates = acceptance_rates(evaluated, accepted)
+    metrics = {**evaluation_metrics(predictions, eval_split), "acceptance": rates,
+               "acceptance_evaluated": evaluated.tolist(),
+               "tau": acceptance_length(rates), "history": history,
+               "train_runs": len(train), "runs": len(examples)}
+    name = drafter_name(dataset, variant)
+    path = drafter.save(get_settings().artifact_dir / "drafters" / name.replace(":", "-"))
+    config = {"dataset": dataset, "variant": variant, "epochs": epochs, "lr": lr, "max_step": max_step,
+              "seed": seed, "topk": TOPK, "draft_steps": DRAFT_STEPS, **spec.drafter_overrides(),
+              "fuse_layers": drafter.config.fuse_layers}
+    pid = store.save_predictor(name, "drafter", config, metrics, str(path), store.ensure_model(target),
+                               store.dataset_id(dataset))
+    store.save_predictions(pid, predictions)
+    return JobResult(pid, name, metrics)
+
+
+def probe_name(dataset: str, layer: int, mode: str) -> str:
+    return f"probe:{dataset}:L{layer}:{mode}"
+
+
+def probe_samples(run: StoredRun, layer: int, max_step: int | None) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+    """Hidden states of ``layer`` at the last visible position of each step, steps and remaining lengths."""
+    samples = remaining_length_samples(run.prompt_len, run.output_length, max_step)
+    return run.features.hidden[layer][torch.as_tensor(samples.positions)], samples.steps, samples.remaining
+
+
+def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: str = "regression",
+                    epochs: int = 30, max_step: int = 128, seed: int = 0,
+                    on_progress: Progress = no_progress) -> JobResult:
+    """Train a TRAIL-style MLP probe on one layer's states (all steps of the train split), predict
+    steps 0..max_step of every run, and register it (kind ``probe``)."""
+    runs = dataset_runs(store, dataset)
+    runs = runs[runs["output_tokens"] > 0]
+    rows = []
+    for i, row in enumerate(runs.itertuples()):
+        run = store.load_run(int(row.run_id), layers=[layer])
+        if layer not in run.features.hidden:
+            raise ValueError(f"run {run.id} has no stored hidden states for layer {layer}")
+        rows.append((run.id, row.split, *probe_samples(run, layer, None)))
+        on_progress(i + 1, len(runs), "loading runs")
+    train_rows = [r for r in rows if r[1] == "train"] or rows
+    x = torch.cat([r[2] for r in train_rows])
+    remaining = torch.as_tensor(np.concatenate([r[4] for r in train_rows]))
+    config = ProbeConfig(in_dim=x.shape[1], layer=layer, mode=mode)
+    probe = train_probe(x, remaining, config, epochs=epochs, seed=seed,
+                        on_epoch=lambda e, loss: on_progress(e, epochs, f"training (loss {loss:.3f})"))
+    frames = []
+    for run_id, split, feats, steps, rem in rows:
+        keep = steps <= max_step
+        frames.append(pd.DataFrame({"run_id": run_id, "step": steps[keep],
+                                    "predicted": probe.predict(feats[torch.as_tensor(keep)]).numpy(),
+                                    "true": rem[keep], "split": split}))
+    predictions = pd.concat(frames, ignore_index=True)
+    eval_split = evaluation_split(r[1] for r in rows)
+    metrics = {**evaluation_metrics(predictions, eval_split), "train_samples": len(x)}
+    name = probe_name(dataset, layer, mode)
+    path = probe.save(get_settings().artifact_dir / "probes" / name.replace(":", "-"))
+    pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layer, "mode": mode,
+                                               "epochs": epochs, "max_step": max_step, "seed": seed},
+                               metrics, str(path), int(runs["model_id"].iloc[0]), store.dataset_id(dataset))
+    store.save_predictions(pid, predictions)
+    return JobResult(pid, name, metrics)
+
+
+def load_drafter(artifact_path: str, target: TargetModel) -> Drafter:
+    """A registered drafter's weights, on top of ``target``."""
+    return Drafter.load_for_target(Path(artifact_path), target)
+
+
+def run_curves(run: StoredRun, drafter: Drafter | None, probe: LengthProbe | None) -> pd.DataFrame:
+    """Remaining-length curves of one run at every step: columns step, true, and one column per
+    available predictor (``drafter``, ``probe``)."""
+    samples = remaining_length_samples(run.prompt_len, run.output_length)
+    frame = pd.DataFrame({"step": samples.steps, "true": samples.remaining})
+    if drafter is not None:
+        ex = example_from_run(run, drafter.config.fuse_layers, "user")
+        frame["drafter"] = predict_example(drafter, ex)[0]["predicted"].to_numpy()
+    if probe is not None:
+        frame["probe"] = probe.predict(probe_samples(run, probe.config.layer, None)[0]).numpy()
+    return frame
+
+
+def curves_job(store: Store, target: TargetModel, run_id: int, drafter_id: int,
+               probe_id: int | None = None) -> tuple[pd.DataFrame, str | None]:
+    """:func:`run_curves` of a stored run for registered predictors; the second value is a warning when the
+    probe's layer is not stored with the run (the probe is then left out)."""
+    run = store.load_run(run_id)
+    registered = store.predictors_frame().set_index("predictor_id")
+    probe, warning = None, None
+    if probe_id is not None:
+        probe = LengthProbe.load(registered.loc[probe_id, "artifact_path"])
+        if probe.config.layer not in run.features.hidden:
+            warning = f"This run has no stored layer {probe.config.layer}; the probe is left out."
+            probe = None
+    return run_curves(run, load_drafter(registered.loc[drafter_id, "artifact_path"], target), probe), warning
+
+
+def step_predictions(store: Store, predictors: pd.DataFrame, names: Sequence[str],
+                     evaluation_only: bool = True) -> dict[str, pd.DataFrame]:
+    """Stored per-step predictions of the named predictors, on their evaluation split unless told otherwise."""
+    frames = {}
+    for name in names:
+        row = predictors[predictors["name"] == name].iloc[0]
+        frame = store.predictions_frame(int(row["predictor_id"]))
+        if evaluation_only:
+            frame = frame[frame["split"] == (row["metrics"] or {}).get("eval_split", "test")]
+        frames[name] = frame
+    return frames
+
+
+def umap_config(predictor_id: int, layer: int, n_points: int) -> dict:
+    return {"predictor_id": predictor_id, "layer": layer, "n_points": n_points}
+
+
+def representation_umap_job(store: Store, target: TargetModel, predictor_id: int, layer: int = 15,
+                            n_points: int = 1500, seed: int = 0, on_progress: Progress = no_progress) -> dict:
+    """2-D UMAP of drafter representations and of target layer-``layer`` states at the same decoding
+    steps (evaluation-split runs, up to ``n_points`` evenly subsampled), coloured by remaining length.
+    Cached in the store as a ``drafter_umap`` result."""
+    import umap
+
+    row = store.predictors_frame("drafter").set_index("predictor_id").loc[predictor_id]
+    drafter = load_drafter(row["artifact_path"], target)
+    examples = load_examples(store, None, row["config"]["dataset"], drafter.config.fuse_layers, on_progress)
+    split = evaluation_split(ex.split for ex in examples)
+    reps, states, remaining, steps = [], [], [], []
+    for ex in (ex for ex in examples if ex.split == split):
+        frame, feats = predict_example(drafter, ex, row["config"].get("max_step"))
+        run = store.load_run(ex.run_id, layers=[layer])
+        reps.append(feats)
+        states.append(probe_samples(run, layer, row["config"].get("max_step"))[0])
+        remaining.append(frame["true"].to_numpy())
+        steps.append(frame["step"].to_numpy())
+    pick = np.linspace(0, sum(len(r) for r in remaining) - 1, min(n_points, sum(len(r) for r in remaining))).astype(int)
+    embeddings = {}
+    for i, (key, feats) in enumerate((("drafter", reps), ("target", states))):
+        on_progress(i, 2, f"UMAP of {key} representations")
+        data = torch.cat(feats)[pick].float().numpy()
+        embeddings[key] = umap.UMAP(n_neighbors=min(15, len(pick) - 1), random_state=seed).fit_transform(data).tolist()
+    payload = {**embeddings, "remaining": np.concatenate(remaining)[pick].tolist(),
+               "step": np.concatenate(steps)[pick].tolist(), "split": split, "layer": layer}
+    store.put_result(UMAP_KIND, f"UMAP {row['name']} vs layer {layer}", umap_config(predictor_id, layer, n_points),
+                     payload)
+    on_progress(2, 2, "UMAP done")
+    return payload

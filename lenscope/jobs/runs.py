@@ -1,0 +1,35 @@
+"""Generation with the store as a cache: the same prompt, model and settings never run twice."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from cache.store import Store, StoredRun
+from models.engine import GenerationSettings, generate
+from models.target import TargetModel
+
+__all__ = ["GenerationSettings", "generate_cached"]  # the settings type is re-exported for the app
+
+
+def generate_cached(
+    store: Store,
+    target: TargetModel,
+    prompt: str,
+    settings: GenerationSettings,
+    layers: Sequence[int] | None = None,
+    on_token: Callable[[int, int], None] | None = None,
+    source: str = "user",
+    source_ref: str = "",
+) -> tuple[StoredRun, bool]:
+    """Return the stored run for this request, generating and storing it on a miss.
+
+    The second value is True on a cache hit.
+    """
+    layers = list(layers) if layers is not None else target.default_layers()
+    key = store.run_key(target.key, prompt, settings.as_dict(), layers)
+    run_id = store.find_run(key)
+    if run_id is not None:
+        return store.load_run(run_id), True
+    generation = generate(target, prompt, settings, layers, on_token=on_token)
+    run_id = store.save_run(target, prompt, generation, source=source, source_ref=source_ref)
+    return store.load_run(run_id), False

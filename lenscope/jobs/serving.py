@@ -1,0 +1,246 @@
+"""Scheduler-playground jobs: build predictors, run cached simulations, the OUTLETS preset, sweeps.
+
+Results are cached in the store (``put_result("scheduler_sim", ...)``) under the full simulation
+config, the predictor spec and the trace's content hash, so reruns never recompute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.core.progress import Progress, no_progress
+from analysis.serving.cost_model import DEFAULT_COST, Calibration, fit_cost_model, profile_configs
+from analysis.serving.engine import BATCHING, MODES, SimConfig, simulate
+from analysis.serving.metrics import instance_load, relative_change, request_latencies, summarize
+from analysis.serving.policies import DISPATCHERS, QUEUE_POLICIES
+from analysis.serving.predictors import PREDICTOR_KINDS, make_predictor
+from analysis.serving.traces import (
+    filter_trace,
+    from_runs,
+    load_trace_file,
+    poisson_retime,
+    shared_trace_files,
+    trace_hash,
+)
+from cache.settings import REPO_ROOT
+from cache.store import Store
+
+__all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
+    "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "MODES", "PREDICTOR_KINDS", "QUEUE_POLICY_NAMES",
+    "SHARED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "filter_trace", "from_runs", "load_trace_file",
+    "poisson_retime", "shared_trace_files", "OUTLETS_PAPER", "Outcome", "PredictorSpec", "PresetOutcome",
+    "compare_table", "cost_model_options", "fit_cost_option", "noise_sweep", "outlets_configs", "outlets_preset",
+    "outlets_trace", "parse_maes", "run_simulation", "saturating_qps", "short_p99_change"]
+
+DISPATCH_POLICIES = tuple(DISPATCHERS)
+QUEUE_POLICY_NAMES = tuple(QUEUE_POLICIES)
+SHARED_TRACES = REPO_ROOT.parent / "shared" / "traces"
+SPLITWISE_PROFILE = SHARED_TRACES / "splitwise_perf_model.csv"
+
+RESULT_KIND = "scheduler_sim"
+MAX_STORED_REQUESTS = 20_000  # per-request rows kept in a cached result (a seeded sample beyond)
+REQUEST_COLUMNS = ["rid", "arrival_s", "prompt_tokens", "output_tokens", "predicted_tokens", "decode_instance",
+                   "preemptions", "first_token_s", "finish_s", "ttft_s", "tpot_s", "e2e_s", "length_class"]
+
+# OUTLETS system study (paper, Sec. system-level evaluation): 1P+3D, 1,914 ShareGPT requests with
+# prompts <= 50 tokens, 100 QPS; short-request P99 latency 59.8 s (RR+FCFS) -> 39.0 s (LB+SJF).
+OUTLETS_PAPER = {"requests": 1914, "max_prompt_tokens": 50, "qps": 100.0,
+                 "short_p99_before_s": 59.8, "short_p99_after_s": 39.0, "short_p99_change": -0.348}
+OUTLETS_POLICIES = [("rr", "fcfs"), ("rr", "sjf"), ("lb", "sjf")]
+
+
+@dataclass(frozen=True)
+class PredictorSpec:
+    """Which predictor feeds the policies."""
+
+    kind: str = "oracle"
+    mae: float = 0.0
+    constant: float = 256.0
+    predictor_id: int | None = None
+    seed: int = 0
+    update_every: int = 32
+
+    def label(self) -> str:
+        return {"oracle": "oracle", "oracle-noise": f"oracle+noise (MAE {self.mae:g})",
+                "constant": f"constant {self.constant:g}",
+                "stored": f"stored predictor #{self.predictor_id}"}.get(self.kind, self.kind)
+
+
+@dataclass
+class Outcome:
+    """A (possibly cached) simulation outcome: headline numbers and per-request/-instance frames."""
+
+    summary: dict
+    requests: pd.DataFrame
+    load: pd.DataFrame
+    cached: bool
+
+
+def build_predictor(store: Store, spec: PredictorSpec, trace: pd.DataFrame):
+    """The predictor of ``spec`` for ``trace`` (stored predictors need the trace's run ids)."""
+    predictions = run_ids = None
+    if spec.kind == "stored":
+        if spec.predictor_id is None:
+            raise ValueError("choose a trained predictor (predictor_id)")
+        if "run_id" not in trace or trace["run_id"].isna().any():
+            raise ValueError("a trained predictor needs a trace built from the app's runs (with run ids)")
+        predictions, run_ids = store.predictions_frame(spec.predictor_id), trace["run_id"].to_numpy(np.int64)
+    return make_predictor(spec.kind, trace["output_tokens"].to_numpy(), mae=spec.mae, constant=spec.constant,
+                          seed=spec.seed, update_every=spec.update_every, run_ids=run_ids, predictions=predictions)
+
+
+def result_key(trace: pd.DataFrame, spec: PredictorSpec, config: SimConfig, short_quantile: float) -> dict:
+    return {"trace": trace_hash(trace), "predictor": asdict(spec), "config": config.to_dict(),
+            "short_quantile": short_quantile}
+
+
+def _payload(result, short_quantile: float) -> dict:
+    lat = request_latencies(result, short_quantile)
+    if len(lat) > MAX_STORED_REQUESTS:
+        lat = lat.sample(n=MAX_STORED_REQUESTS, random_state=0).sort_values("rid")
+    return {"summary": summarize(result, short_quantile),
+            "requests": lat[REQUEST_COLUMNS].to_dict(orient="list"),
+            "load": instance_load(result).to_dict(orient="list")}
+
+
+def run_simulation(store: Store, trace: pd.DataFrame, spec: PredictorSpec, config: SimConfig,
+                   short_quantile: float = 0.5, on_progress: Progress = no_progress,
+                   use_cache: bool = True) -> Outcome:
+    """Simulate (or fetch from the store) one configuration on one trace."""
+    key = result_key(trace, spec, config, short_quantile)
+    payload = store.get_result(RESULT_KIND, key) if use_cache else None
+    cached = payload is not None
+    if payload is None:
+        result = simulate(trace, build_predictor(store, spec, trace), config, on_progress=on_progress)
+        payload = _payload(result, short_quantile)
+        payload["summary"]["predictor"] = spec.label()
+        store.put_result(RESULT_KIND, f"{config.label()} | {spec.label()}", key, payload)
+    return Outcome(summary=payload["summary"], requests=pd.DataFrame(payload["requests"]),
+                   load=pd.DataFrame(payload["load"]), cached=cached)
+
+
+def outlets_trace(trace: pd.DataFrame, qps: float = OUTLETS_PAPER["qps"], seed: int = 0,
+                  n_requests: int = OUTLETS_PAPER["requests"]) -> tuple[pd.DataFrame, str]:
+    """The OUTLETS workload shape from any trace: prompts <= 50 tokens, ``n_requests`` of them
+    (the first ones; drawn with replacement, seeded, when fewer qualify), Poisson at ``qps``.
+    Returns the trace and a note saying how it was built."""
+    short = filter_trace(trace, max_prompt_tokens=OUTLETS_PAPER["max_prompt_tokens"])
+    if len(short) >= n_requests:
+        picked, how = short.head(n_requests), f"first {n_requests}"
+    else:
+        rows = np.random.default_rng(seed).integers(0, len(short), size=n_requests)
+        picked, how = short.iloc[rows], f"{n_requests} drawn with replacement from {len(short)}"
+    note = (f"{how} requests with prompts <= {OUTLETS_PAPER['max_prompt_tokens']} tokens, "
+            f"Poisson arrivals at {qps:g} QPS")
+    return poisson_retime(picked.reset_index(drop=True), qps, seed), note
+
+
+def saturating_qps(trace: pd.DataFrame, config: SimConfig, factor: float = 4.0) -> float:
+    """``factor`` times the cluster's estimated request capacity for this trace's mean lengths.
+
+    Decode capacity: every decode instance running full batches of the mean request (context = mean
+    prompt + half the mean output); prefill capacity: full prefill batches (token budget) of mean
+    prompts (colocated instances share both, so the two times add up)."""
+    prompt, output = float(trace["prompt_tokens"].mean()), float(trace["output_tokens"].mean())
+    size = config.max_batch_size
+    step = config.cost.decode.step_s(size, size, size * (prompt + output / 2))
+    decode_s = step * output / size  # instance-seconds of decoding per request
+    per_batch = max(1.0, min(size, config.max_prefill_tokens / prompt))
+    prefill_s = config.cost.prefill.step_s(per_batch * prompt, per_batch, 0) / per_batch
+    if config.mode == "colocated":
+        return factor * config.n_decode / (decode_s + prefill_s)
+    return factor * min(config.n_decode / decode_s, config.n_prefill / prefill_s)
+
+
+def outlets_configs(base: SimConfig = SimConfig()) -> list[SimConfig]:
+    """RR+FCFS, RR+SJF and LB+SJF on 1 prefill + 3 decode instances."""
+    return [base.with_(mode="disaggregated", n_prefill=1, n_decode=3, batching="continuous",
+                       dispatch=d, queue=q) for d, q in OUTLETS_POLICIES]
+
+
+@dataclass
+class PresetOutcome:
+    """The OUTLETS preset: one outcome per policy pair (RR+FCFS first), how the workload was built, and the
+    short-request P99 change of each other pair against RR+FCFS."""
+
+    outcomes: list[Outcome]
+    note: str
+    changes: dict[str, float]
+
+
+def policy_label(dispatch: str, queue: str) -> str:
+    return f"{dispatch.upper()}+{queue.upper()}"
+
+
+def outlets_preset(store: Store, trace: pd.DataFrame, spec: PredictorSpec, base: SimConfig = SimConfig(),
+                   n_requests: int = OUTLETS_PAPER["requests"], qps: float | None = None,
+                   short_quantile: float = 0.5, on_progress: Progress = no_progress) -> PresetOutcome:
+    """Run RR+FCFS, RR+SJF and LB+SJF on the OUTLETS workload shape built from ``trace``; ``qps`` None
+    saturates the cluster (4x its estimated capacity for this trace's lengths)."""
+    configs = outlets_configs(base)
+    if qps is None:
+        qps = saturating_qps(outlets_trace(trace, 1.0, n_requests=n_requests)[0], configs[0])
+    shaped, note = outlets_trace(trace, qps, n_requests=n_requests)
+    outcomes = []
+    for k, config in enumerate(configs):
+        outcomes.append(run_simulation(store, shaped, spec, config, short_quantile))
+        on_progress(k + 1, len(configs), "policy pairs")
+    changes = {policy_label(d, q): short_p99_change(outcomes[0], o)
+               for (d, q), o in zip(OUTLETS_POLICIES[1:], outcomes[1:])}
+    return PresetOutcome(outcomes, note, changes)
+
+
+def cost_model_options(profile_path) -> dict[str, tuple[str, str, int]]:
+    """Label -> (model, hardware, tensor parallel) of each configuration in a Splitwise profile CSV
+    (empty when the file is absent)."""
+    if not profile_path.exists():
+        return {}
+    rows = profile_configs(pd.read_csv(profile_path)).itertuples()
+    return {f"{r.model} / {r.hardware} / TP{r.tensor_parallel}": (r.model, r.hardware, int(r.tensor_parallel))
+            for r in rows}
+
+
+def fit_cost_option(profile_path, option: tuple[str, str, int]) -> Calibration:
+    """The cost model fitted to one configuration of a Splitwise profile CSV."""
+    return fit_cost_model(pd.read_csv(profile_path), *option)
+
+
+def compare_table(outcomes: list[Outcome]) -> pd.DataFrame:
+    """Headline metrics side by side (one row per configuration)."""
+    cols = ["label", "predictor", "all_e2e_p50_s", "all_e2e_p99_s", "short_e2e_p99_s", "long_e2e_p99_s",
+            "all_ttft_p99_s", "all_tpot_p50_s", "throughput_tok_s", "mean_jct_s", "padding_ratio", "preemptions"]
+    return pd.DataFrame([{c: o.summary.get(c) for c in cols} for o in outcomes])
+
+
+def short_p99_change(baseline: Outcome, other: Outcome) -> float:
+    """Relative change of the short-request P99 end-to-end latency (negative = better)."""
+    return relative_change(baseline.summary["short_e2e_p99_s"], other.summary["short_e2e_p99_s"])
+
+
+def parse_maes(text: str) -> list[float]:
+    """Noise levels from comma-separated numbers (a clear error otherwise)."""
+    try:
+        maes = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise ValueError(f"MAE values must be comma-separated numbers, not {text!r}") from exc
+    if not maes or min(maes) < 0:
+        raise ValueError("give at least one MAE value, none negative")
+    return maes
+
+
+def noise_sweep(store: Store, trace: pd.DataFrame, config: SimConfig, maes: list[float], seed: int = 0,
+                short_quantile: float = 0.5,
+                on_progress: Progress = no_progress) -> pd.DataFrame:
+    """Scheduling outcome vs oracle+noise MAE for one configuration (each point cached)."""
+    rows = []
+    for k, mae in enumerate(maes):
+        spec = PredictorSpec(kind="oracle-noise", mae=float(mae), seed=seed)
+        out = run_simulation(store, trace, spec, config, short_quantile)
+        rows.append({"mae": float(mae), **{m: out.summary[m] for m in
+                                           ("short_e2e_p99_s", "all_e2e_p99_s", "long_e2e_p99_s",
+                                            "mean_jct_s", "throughput_tok_s")}})
+        on_progress(k + 1, len(maes), "noise levels")
+    return pd.DataFrame(rows)

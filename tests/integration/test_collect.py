@@ -1,0 +1,97 @@
+"""Dataset collection: library function and CLI, resuming from the cache."""
+
+import pytest
+import torch
+
+from analysis.data.prompts import PromptItem
+from lenscope.cli import main
+from lenscope.jobs.collect import collect_dataset
+from lenscope.jobs.generations import export_generations, import_generations
+from models.engine import GenerationSettings
+
+PROMPTS = [PromptItem("Name a fruit.", "user", "a"), PromptItem("Name a planet.", "user", "b"),
+           PromptItem("def add(a, b):", "humaneval", "c", "reasoning")]
+
+
+def test_collect_three_prompts_stores_true_lengths_and_resumes(store, target):
+    settings = GenerationSettings(max_new_tokens=10, temperature=0.7, seed=0)
+    seen = []
+    report = collect_dataset(store, target, "tiny", PROMPTS, settings, batch_size=2,
+                             on_progress=lambda done, total, label: seen.append((done, total, label)))
+    assert (report.generated, report.cached) == (3, 0) and seen[-1][:2] == (3, 3) and "tok/s" in seen[-1][2]
+    assert report.tokens == sum(store.load_run(r).output_length for r in report.run_ids)
+    frame = store.runs_frame(dataset="tiny")
+    assert len(frame) == 3 and frame["scenario"].tolist() == ["chat", "chat", "reasoning"]
+    for row in frame.itertuples():
+        run = store.load_run(row.run_id)
+        assert run.output_length == row.output_tokens == len(run.features) - run.prompt_len
+        assert 1 <= row.output_tokens <= 10
+    again = collect_dataset(store, target, "tiny", PROMPTS, settings)
+    assert (again.generated, again.cached) == (0, 3) and again.run_ids == report.run_ids
+
+
+def test_samples_per_prompt_use_distinct_seeds(store, target):
+    settings = GenerationSettings(max_new_tokens=6, temperature=1.0, seed=10)
+    report = collect_dataset(store, target, "rl", PROMPTS[:1], settings, samples_per_prompt=3)
+    seeds = [store.load_run(r).settings["seed"] for r in report.run_ids]
+    assert seeds == [10, 11, 12]
+
+
+@pytest.mark.model  # the CLI loads the embedded model itself
+def test_collect_cli_end_to_end(data_dir, capsys):
+    assert main(["collect", "--n", "2", "--max-new-tokens", "4", "--dataset", "cli",
+                 "--sources", "sharegpt=1", "--max-prompt-chars", "200"]) == 0
+    out = capsys.readouterr()
+    assert "dataset 'cli': 2 runs (2 generated, 0 from the cache, " in out.out
+    assert "answer tokens in" in out.out and "tokens/s" in out.out
+    assert (data_dir / "lenscope.db").exists()
+
+
+def test_collect_cli_reports_bad_input(data_dir, capsys):
+    assert main(["collect", "--n", "2", "--sources", "nowhere=1"]) == 2
+    assert "unknown prompt sources" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["collect", "--n", "2", "--batch-size", "0"])
+    assert "batch size must be 'auto' or a positive integer" in capsys.readouterr().err
+
+
+def test_interrupted_collection_keeps_finished_runs_and_resumes(store, target):
+    settings = GenerationSettings(max_new_tokens=8, temperature=0.7, seed=0)
+    prompts = [PromptItem(f"Name a {thing}.", "user", thing) for thing in ("fruit", "planet", "colour", "tree")]
+
+    def stop_after_two(done, total, label):
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        collect_dataset(store, target, "cut", prompts, settings, batch_size=1, on_progress=stop_after_two)
+    assert len(store.runs_frame(dataset="cut")) == 2
+    again = collect_dataset(store, target, "cut", prompts, settings, batch_size=4)
+    assert (again.generated, again.cached) == (2, 2) and len(store.runs_frame(dataset="cut")) == 4
+    whole = collect_dataset(store, target, "whole", prompts, settings, batch_size=3)
+    assert whole.cached == 4 and whole.run_ids == again.run_ids
+
+
+def test_generations_round_trip_through_a_file_with_recomputed_features(store, target, tmp_path):
+    settings = GenerationSettings(max_new_tokens=6, temperature=0.7, seed=3)
+    collect_dataset(store, target, "src", PROMPTS, settings, batch_size=3)
+    path = tmp_path / "gens.jsonl.gz"
+    assert export_generations(store, "src", path) == 3
+    from cache.store import Store
+
+    other = Store(url=f"sqlite:///{tmp_path}/other.db", tensor_dir=tmp_path / "other-tensors")
+    assert import_generations(other, target, path, "copy") == (3, 0)
+    assert import_generations(other, target, path, "copy") == (0, 3)
+    copied = other.runs_frame(dataset="copy").sort_values("prompt")
+    original = store.runs_frame(dataset="src").sort_values("prompt")
+    assert copied["output_tokens"].tolist() == original["output_tokens"].tolist()
+    assert copied["scenario"].tolist() == original["scenario"].tolist()
+    for a, b in zip(original["run_id"], copied["run_id"]):
+        ra, rb = store.load_run(int(a)), other.load_run(int(b))
+        assert ra.features.input_ids.tolist() == rb.features.input_ids.tolist() and ra.finished == rb.finished
+        torch.testing.assert_close(ra.features.entropy, rb.features.entropy, atol=1e-3, rtol=0)
+    again = collect_dataset(other, target, "copy", PROMPTS, settings)  # a continued collection skips them
+    assert (again.generated, again.cached) == (0, 3)
+    (tmp_path / "bad.jsonl.gz").write_bytes(b"not gzip")
+    with pytest.raises(ValueError, match="not a lenscope generations file"):
+        import_generations(other, target, tmp_path / "bad.jsonl.gz", "bad")

@@ -1,0 +1,89 @@
+"""The Drafter-vs-target page: empty store, training from the page, charts, and a real browser."""
+
+from __future__ import annotations
+
+import pytest
+
+from lenscope.app import widgets as ui
+from lenscope.figures.outlets import umap_figure
+from lenscope.jobs.outlets import train_drafter_job, train_probe_job
+from tests.apptest import open_page
+from tests.unit.outlets.test_drafter import make_tiny_dataset
+
+PAGE = "pages/5_Drafter_vs_target.py"
+
+
+@pytest.fixture
+def page_env(store, target, monkeypatch):
+    """The page sees the test's store and the session's model (no second weight load)."""
+    monkeypatch.setattr(ui, "get_store", lambda: store)
+    monkeypatch.setattr(ui, "get_target", lambda spec, device="auto", dtype="float32": target)
+    return store
+
+
+def test_page_without_any_data_says_how_to_create_it(page_env):
+    at = open_page(PAGE).run()
+    assert not at.exception
+    assert "train-drafter --dataset dev" in at.info[0].value
+    assert any("lenscope collect" in w.value for w in at.warning)
+    assert not at.get("plotly_chart")
+
+
+def test_page_trains_from_buttons_then_shows_charts_and_curves(page_env, target):
+    store = page_env
+    make_tiny_dataset(store, target, "pagetiny")
+    at = open_page(PAGE).run()
+    assert not at.exception and "No drafter trained yet" in at.info[0].value
+    at.number_input(key="train_epochs").set_value(1)
+    at.button(key="train_drafter").click().run()
+    assert not at.exception and not at.error
+    assert any("drafter:pagetiny:outlets" in s.value for s in at.success)
+    at.number_input(key="train_layer").set_value(15)
+    at.button(key="train_probe").click().run()
+    assert any("probe:pagetiny:L15:regression" in s.value for s in at.success)
+
+    at = open_page(PAGE).run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert set(table["name"]) == {"drafter:pagetiny:outlets", "probe:pagetiny:L15:regression"}
+    assert {"constant static MAE", "constant dynamic MAE"} <= set(table.columns)
+    charts = at.get("plotly_chart")
+    assert len(charts) == 2                                # MAE by step, acceptance by step
+    assert "UMAP" in " ".join(i.value for i in at.info)    # not computed yet: a button offers it
+
+    at.text_area(key="drafter_prompt").input("Name a planet.")
+    at.slider(key="drafter_max_new").set_value(10)
+    at.button(key="drafter_generate").click().run()
+    assert not at.exception and not at.error
+    assert len(at.get("plotly_chart")) == 3
+    run = store.load_run(int(store.runs_frame()["run_id"].max()))
+    assert any(f"{run.output_length} generated tokens" in c.value for c in at.caption)
+
+
+def test_umap_figure_shows_both_representations():
+    payload = {"drafter": [[0, 1], [1, 0]], "target": [[2, 2], [3, 1]], "remaining": [5, 1], "step": [0, 4],
+               "layer": 15}
+    fig = umap_figure(payload)
+    assert [list(t.x) for t in fig.data] == [[0, 1], [2, 3]]
+    assert list(fig.data[0].marker.color) == [5, 1]
+
+
+def test_browser_shows_drafter_charts(streamlit_server, server_data_dir, page, target, monkeypatch):
+    from cache.store import Store
+    from tests.conftest import ARTIFACTS
+
+    monkeypatch.setenv("LENSCOPE_DATA_DIR", str(server_data_dir))
+    monkeypatch.delenv("LENSCOPE_DB_URL", raising=False)
+    store = Store()
+    make_tiny_dataset(store, target, "drafter-browser", n=3)
+    train_drafter_job(store, target, "drafter-browser", "outlets", epochs=1, max_step=24)
+    train_probe_job(store, "drafter-browser", 15, epochs=3, max_step=24)
+
+    page.goto(f"{streamlit_server}/Drafter_vs_target", timeout=120_000)
+    page.get_by_text("Dataset-wide MAE by decoding step").wait_for(timeout=180_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    page.get_by_text("all splits").click()
+    page.get_by_text("Speculative acceptance", exact=True).wait_for(timeout=60_000)
+    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() >= 2
+    page.screenshot(path=str(ARTIFACTS / "drafter_vs_target.png"), full_page=True)

@@ -1,0 +1,134 @@
+"""EGTP end to end: CLI on a tiny store of real short generations, the three pages with and without
+data (AppTest), and one real-browser check of the pooling ablation page."""
+
+import pytest
+
+from analysis.core.splits import split_of
+from analysis.data.prompts import PromptItem
+from lenscope.cli import main
+from lenscope.jobs.collect import collect_dataset
+from lenscope.jobs.egtp import ABLATION_KIND, ATTRIBUTION_KIND, PLP_KIND, STATIC_KIND, train_static
+from models.engine import GenerationSettings
+from tests.apptest import open_page
+
+PROMPTS = ["Say hi.", "Name a color.", "Count to five.", "What is 2+2?", "Write a haiku about rain.",
+           "List three fruits.", "Explain gravity in one sentence.", "Give a synonym for fast.",
+           "Describe a cat.", "What is the capital of France?"]
+PAGES = ["pages/2_Attribution.py", "pages/3_Remaining_length.py", "pages/4_Pooling_ablation.py"]
+
+
+@pytest.fixture(scope="module")
+def trained_dir(tmp_path_factory, target):
+    """A store with 10 real short generations (prompt ids 1..10: 8 train, 1 val, 1 test) in dataset ``tiny``,
+    trained through the CLI."""
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("egtp-data")
+        mp.setenv("LENSCOPE_DATA_DIR", str(path))
+        mp.delenv("LENSCOPE_DB_URL", raising=False)
+        from cache.store import Store
+
+        collect_dataset(Store(), target, "tiny", [PromptItem(p, "user", str(i)) for i, p in enumerate(PROMPTS)],
+                        GenerationSettings(8, 0.7, 1.0, 0))
+        codes = [main(["train-egtp", "--dataset", "tiny", "--epochs", "3"]),
+                 main(["train-plp", "--dataset", "tiny", "--epochs", "2"]),
+                 main(["attribution", "--dataset", "tiny", "--bootstrap", "50"])]
+        yield path, codes
+
+
+@pytest.fixture
+def use_dir(monkeypatch, target):
+    """Point the store at a data dir (the app's store follows the settings); the app gets the session model."""
+    import lenscope.app.widgets
+
+    def use(path):
+        monkeypatch.setenv("LENSCOPE_DATA_DIR", str(path))
+        monkeypatch.delenv("LENSCOPE_DB_URL", raising=False)
+        monkeypatch.setattr(lenscope.app.widgets, "get_target", lambda spec, device="auto", dtype="float32": target)
+
+    return use
+
+
+def test_cli_trains_and_stores_everything(trained_dir, use_dir):
+    path, codes = trained_dir
+    use_dir(path)
+    from cache.store import Store
+
+    store = Store()
+    assert codes == [0, 0, 0]
+    static = store.predictors_frame(STATIC_KIND)
+    assert sorted(static["name"]) == sorted(f"{STATIC_KIND}-{p}-tiny-L30" for p in ("egtp", "mean", "max", "last"))
+    preds = store.predictions_frame(int(static["predictor_id"].iloc[0]))
+    runs = store.runs_frame("tiny").set_index("run_id")
+    assert len(preds) == 10 and (preds["step"] == 0).all()
+    assert (preds["split"] == preds["run_id"].map(runs["prompt_id"]).map(split_of)).all()
+    assert (preds["true"] == preds["run_id"].map(runs["output_tokens"])).all()
+    ablation = store.results_frame(ABLATION_KIND)["payload"].iloc[0]
+    assert {r["pooling"] for r in ablation["rows"]} == {"egtp", "mean", "max", "last"}
+    plp = store.predictions_frame(int(store.predictors_frame(PLP_KIND)["predictor_id"].iloc[0]))
+    assert (plp["true"] == plp["run_id"].map(runs["output_tokens"]) - plp["step"]).all()
+    attribution = store.results_frame(ATTRIBUTION_KIND)["payload"].iloc[0]
+    assert [s["head"] for s in attribution["summaries"]] == ["egtp", "mean"]
+    n_tokens = sum(len(r["entropy"]) for r in attribution["runs"])
+    assert attribution["summaries"][0]["n_tokens"] == n_tokens > 0
+
+
+def test_cli_reports_missing_dataset(data_dir, capsys):
+    assert main(["train-egtp", "--dataset", "nope"]) == 2
+    assert "lenscope collect" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("page_file", PAGES)
+def test_pages_without_data_say_what_to_run(data_dir, use_dir, page_file):
+    use_dir(data_dir)
+    at = open_page(page_file).run()
+    assert not at.exception
+    assert any("lenscope collect" in i.value for i in at.info)
+
+
+def test_pages_render_with_data(trained_dir, use_dir):
+    use_dir(trained_dir[0])
+    at = open_page("pages/4_Pooling_ablation.py").run()
+    assert not at.exception and len(at.get("plotly_chart")) == 1
+
+    at = open_page("pages/2_Attribution.py").run()
+    assert not at.exception
+    at.sidebar.number_input[2].set_value(30).run()
+    assert not at.exception and len(at.get("plotly_chart")) == 2
+    assert any("0.451" in str(row) for row in at.dataframe[0].value.to_dict("records"))
+
+    at = open_page("pages/3_Remaining_length.py").run()
+    assert not at.exception and len(at.get("plotly_chart")) == 1
+    at.slider[0].set_value(8)
+    next(b for b in at.button if b.label == "Generate and predict").click().run()
+    assert not at.exception and not at.error
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_pages_train_button_on_synthetic_dataset(data_dir, use_dir):
+    from cache.store import Store
+    from tests.egtp_data import synthetic_dataset
+
+    use_dir(data_dir)
+    synthetic_dataset(Store(), "dev", n=30)
+    at = open_page("pages/4_Pooling_ablation.py").run()
+    assert any("train-egtp" in i.value for i in at.info)
+    at.button[0].click().run()
+    assert not at.exception and not at.error and len(at.get("plotly_chart")) == 1
+
+
+def test_browser_pooling_ablation(server_data_dir, streamlit_server, page, monkeypatch):
+    from analysis.egtp.training import HeadConfig
+    from cache.store import Store
+    from tests.conftest import ARTIFACTS
+    from tests.egtp_data import synthetic_dataset
+
+    monkeypatch.setenv("LENSCOPE_DATA_DIR", str(server_data_dir))
+    monkeypatch.delenv("LENSCOPE_DB_URL", raising=False)
+    store = Store()
+    synthetic_dataset(store, "dev", n=30)
+    train_static(store, "dev", config=HeadConfig(epochs=5, hidden=16))
+    page.goto(f"{streamlit_server}/Pooling_ablation", timeout=120_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+    page.get_by_text("Paper (reference only)").first.wait_for(timeout=30_000)
+    assert page.locator(".js-plotly-plot").count() == 1
+    page.screenshot(path=str(ARTIFACTS / "egtp_pooling_ablation.png"), full_page=True)

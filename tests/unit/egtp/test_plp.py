@@ -1,0 +1,55 @@
+"""PLP samples (remaining length L - t at steps 0..L-1) and training on a synthetic store."""
+
+import numpy as np
+import torch
+
+from analysis.core.splits import split_of
+from analysis.egtp.plp import EVAL_STEPS, plp_inputs, plp_steps, remaining_frame, visible_positions
+from analysis.egtp.pooling import pool
+from analysis.egtp.training import HeadConfig
+from lenscope.jobs.egtp import PLP_KIND, feature_table, train_plp
+from lenscope.jobs.features import run_features
+from tests.egtp_data import SYNTHETIC_LAYER, synthetic_dataset
+
+
+def test_targets_are_remaining_length():
+    frame = remaining_frame(7, 5)
+    assert frame["step"].tolist() == [0, 1, 2, 3, 4]
+    assert (frame["true"] == 5 - frame["step"]).all()
+    assert plp_steps(100, max_step=32).tolist() == list(range(33))
+    assert visible_positions(12, 3) == 15
+
+
+def test_inputs_concat_prompt_generated_summary_and_step():
+    prompt, prefix = torch.randn(4), torch.randn(6, 4)
+    x = plp_inputs(prompt, prefix, [0, 1, 5])
+    assert x.shape == (3, 9)
+    assert torch.equal(x[:, :4], prompt.expand(3, 4))
+    assert torch.equal(x[0, 4:8], torch.zeros(4))
+    assert torch.equal(x[2, 4:8], prefix[4])
+    assert torch.allclose(x[:, 8], torch.log1p(torch.tensor([0.0, 1.0, 5.0])))
+
+
+def test_run_features_summarise_only_visible_answer_tokens(store):
+    run_id = synthetic_dataset(store, n=1)[0]
+    run = store.load_run(run_id)
+    feats = run_features(store, run_id, SYNTHETIC_LAYER, 1.0)
+    h, ent, p = run.features.hidden[SYNTHETIC_LAYER], run.features.entropy, run.prompt_len
+    for t in (1, 3, run.output_length):
+        assert torch.allclose(feats["generated.egtp"][t - 1], pool(h[p:p + t], ent[p:p + t]), atol=1e-5)
+    assert torch.allclose(feats["prompt.egtp"], pool(h[:p], ent[:p]), atol=1e-6)
+    assert run_features(store, run_id, SYNTHETIC_LAYER, 1.0)["prompt.max"].equal(feats["prompt.max"])
+
+
+def test_train_plp_stores_eval_rows_with_splits(store):
+    synthetic_dataset(store, n=30)
+    curve = train_plp(store, "syn", SYNTHETIC_LAYER, config=HeadConfig(epochs=3, batch_size=64, hidden=16))
+    assert curve["step"].min() == 0 and curve["step"].max() <= EVAL_STEPS
+    pred = store.predictors_frame(PLP_KIND)
+    preds = store.predictions_frame(int(pred["predictor_id"].iloc[0]))
+    runs = feature_table(store, "syn", SYNTHETIC_LAYER).runs.set_index("run_id")
+    lengths = preds["run_id"].map(runs["output_tokens"])
+    assert (preds["true"] == lengths - preds["step"]).all()
+    assert preds["step"].max() == EVAL_STEPS and (preds["true"] >= 1).all()
+    assert (preds["split"] == preds["run_id"].map(runs["prompt_id"]).map(split_of)).all()
+    assert np.isfinite(preds["predicted"]).all()

