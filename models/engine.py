@@ -337,13 +337,13 @@ def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
 
 def generate(target: TargetModel, prompt: str, settings: GenerationSettings | None = None,
              layers: Sequence[int] | None = None,
-             on_token: Callable[[int, int], None] | None = None) -> Generation:
+             on_progress: Callable[[int, int, str], None] | None = None) -> Generation:
     """One chat prompt through the engine (batch of one, features from the decode), streaming
-    ``on_token(step, budget)`` after each decode step (it may raise to cancel)."""
+    ``on_progress(tokens, budget, "tokens")`` after each decode step (it may raise to cancel)."""
     settings = settings or GenerationSettings()
     ids = target.chat_ids(prompt)
     budget = token_budget(target, len(ids), settings.max_new_tokens)
     engine = BatchedEngine(target, layers, batch_size=1)
-    step = (lambda stats: on_token(min(stats.tokens, budget), budget)) if on_token else None
+    step = (lambda stats: on_progress(min(stats.tokens, budget), budget, "tokens")) if on_progress else None
     (_, generation), = list(engine.run([ids], [settings], on_step=step))
     return generation

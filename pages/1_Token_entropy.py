@@ -32,7 +32,7 @@ if submitted:
         st.error("The prompt is empty: type something to send to the model.")
         st.stop()
     settings = GenerationSettings(int(max_new), float(temperature), 1.0, int(seed))
-    generated = run_job(lambda on_progress: generate_cached(store, target, prompt, settings, on_token=on_progress),
+    generated = run_job(lambda on_progress: generate_cached(store, target, prompt, settings, on_progress=on_progress),
                         start="Generating...")
     if generated is None:
         st.stop()

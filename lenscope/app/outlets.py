@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from cache.store import Store
-from lenscope.app.runner import run_job
+from lenscope.app.runner import progress_callback, run_job
 from lenscope.figures.outlets import remaining_curves_figure
 from lenscope.jobs.outlets import DRAFTER_VARIANTS, PROBE_MODES, curves_job, train_drafter_job, train_probe_job
 from lenscope.jobs.runs import GenerationSettings, generate_cached
@@ -49,8 +49,7 @@ def curves_section(store: Store, target: TargetModel | None, drafters: pd.DataFr
         bar = st.progress(0.0, text="generating")
         try:
             run, _ = generate_cached(store, target, prompt, GenerationSettings(max_new_tokens=max_new),
-                                     on_token=lambda step, total: bar.progress(step / total,
-                                                                               text=f"token {step}/{total}"))
+                                     on_progress=progress_callback(bar, "generating"))
             st.session_state["drafter_run_id"] = run.id
         except ValueError as exc:
             st.error(str(exc))

@@ -14,6 +14,7 @@ from lenscope.jobs.serving import (
     BATCHING,
     DEFAULT_COST,
     MODES,
+    PREDICTOR_KINDS,
     SHARED_TRACES,
     SPLITWISE_PROFILE,
     Outcome,
@@ -98,7 +99,7 @@ def trace_picker(store: Store) -> pd.DataFrame | None:
 def predictor_picker(store: Store, trace: pd.DataFrame) -> PredictorSpec | None:
     """Sidebar: the predictor the policies see (trained ones only for traces of the app's runs)."""
     st.sidebar.header("Predictor")
-    kinds = ["oracle", "oracle-noise", "constant"] + (["stored"] if "run_id" in trace else [])
+    kinds = [k for k in PREDICTOR_KINDS if k != "stored" or "run_id" in trace]
     kind = st.sidebar.selectbox("Predictor", kinds, index=1, key="sched_predictor")
     if kind == "oracle-noise":
         return PredictorSpec(kind=kind, mae=st.sidebar.number_input("Noise MAE (tokens)", 0.0, 10_000.0, 50.0,

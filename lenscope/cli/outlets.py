@@ -6,16 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 
+from analysis.outlets.training import VARIANTS
 from lenscope.cli import _common
-
-VARIANT_CHOICES = ["outlets", "lp-only", "sd-only", "no-decoder", "classification", "no-gate"]
+from models.drafter import LENGTH_MODES
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("train-drafter", help="train an EAGLE-3-style drafter with a length head (OUTLETS)")
     _common.add_model_args(p)
     p.add_argument("--dataset", default="dev", help="collected dataset to train on")
-    p.add_argument("--variant", default="outlets", choices=VARIANT_CHOICES,
+    p.add_argument("--variant", default="outlets", choices=list(VARIANTS),
                    help="outlets (joint), lp-only, sd-only, no-decoder, classification, no-gate")
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (the length head uses 3x)")
@@ -26,7 +26,7 @@ def register(subparsers) -> None:
     q = subparsers.add_parser("train-probe", help="train an MLP probe on one target layer (TRAIL-style baseline)")
     q.add_argument("--dataset", default="dev")
     q.add_argument("--layer", type=int, default=15, help="stored hidden layer to probe")
-    q.add_argument("--mode", default="regression", choices=["regression", "classification"],
+    q.add_argument("--mode", default="regression", choices=LENGTH_MODES,
                    help="regression of log1p(length), or binned expected-value classification")
     q.add_argument("--epochs", type=int, default=30)
     q.add_argument("--max-step", type=int, default=128)

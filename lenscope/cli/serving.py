@@ -6,6 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
+from analysis.serving.engine import BATCHING, MODES
+from analysis.serving.policies import DISPATCHERS, QUEUE_POLICIES
+from analysis.serving.predictors import PREDICTOR_KINDS
 from lenscope.cli._common import PhaseBars
 
 
@@ -17,16 +20,16 @@ def register(subparsers) -> None:
     p.add_argument("--qps", type=float, help="re-time arrivals as a Poisson process at this rate")
     p.add_argument("--max-prompt-tokens", type=int)
     p.add_argument("--first-n", type=int)
-    p.add_argument("--mode", choices=["disaggregated", "colocated"], default="disaggregated")
+    p.add_argument("--mode", choices=MODES, default="disaggregated")
     p.add_argument("--n-prefill", type=int, default=1)
     p.add_argument("--n-decode", type=int, default=3)
-    p.add_argument("--batching", choices=["continuous", "static"], default="continuous")
+    p.add_argument("--batching", choices=BATCHING, default="continuous")
     p.add_argument("--max-batch-size", type=int, default=256)
     p.add_argument("--kv-capacity", type=int, default=262_144, help="KV-cache tokens per decode instance")
-    p.add_argument("--dispatch", choices=["rr", "random", "lb"], default="rr")
-    p.add_argument("--queue", choices=["fcfs", "sjf", "srpt"], default="fcfs")
+    p.add_argument("--dispatch", choices=list(DISPATCHERS), default="rr")
+    p.add_argument("--queue", choices=list(QUEUE_POLICIES), default="fcfs")
     p.add_argument("--aging-s", type=float, help="starvation guard: serve requests waiting this long first")
-    p.add_argument("--predictor", choices=["oracle", "oracle-noise", "constant", "stored"], default="oracle")
+    p.add_argument("--predictor", choices=PREDICTOR_KINDS, default="oracle")
     p.add_argument("--noise-mae", type=float, default=50.0)
     p.add_argument("--constant", type=float, default=256.0)
     p.add_argument("--predictor-id", type=int, help="trained predictor id (with --predictor stored)")

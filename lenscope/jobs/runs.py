@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from analysis.core.progress import Progress, no_progress
 from cache.store import Store, StoredRun
 from models.engine import GenerationSettings, generate
 from models.target import TargetModel
@@ -17,7 +18,7 @@ def generate_cached(
     prompt: str,
     settings: GenerationSettings,
     layers: Sequence[int] | None = None,
-    on_token: Callable[[int, int], None] | None = None,
+    on_progress: Progress = no_progress,
     source: str = "user",
     source_ref: str = "",
 ) -> tuple[StoredRun, bool]:
@@ -30,6 +31,6 @@ def generate_cached(
     run_id = store.find_run(key)
     if run_id is not None:
         return store.load_run(run_id), True
-    generation = generate(target, prompt, settings, layers, on_token=on_token)
+    generation = generate(target, prompt, settings, layers, on_progress=on_progress)
     run_id = store.save_run(target, prompt, generation, source=source, source_ref=source_ref)
     return store.load_run(run_id), False

@@ -87,12 +87,12 @@ def test_cancelled_generation_stores_nothing_and_can_rerun(store, target):
     class Cancelled(Exception):
         pass
 
-    def cancel_at_third(step, total):
+    def cancel_at_third(step, total, label):
         if step == 3:
             raise Cancelled
 
     with pytest.raises(Cancelled):
-        generate_cached(store, target, "Tell me a story.", SETTINGS, on_token=cancel_at_third)
+        generate_cached(store, target, "Tell me a story.", SETTINGS, on_progress=cancel_at_third)
     assert store.runs_frame().empty
     run, hit = generate_cached(store, target, "Tell me a story.", SETTINGS)
     assert not hit and run.output_length >= 1
