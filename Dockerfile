@@ -9,7 +9,7 @@ COPY requirements.txt requirements-embedded.txt ./
 RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt \
     && pip install --no-cache-dir --no-deps -r requirements-embedded.txt
 COPY . .
-RUN pip install --no-cache-dir --no-deps --no-build-isolation -e .
+RUN pip install --no-cache-dir --no-deps -e .
 EXPOSE 8501
 CMD ["python", "-m", "streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
      "--server.headless=true", "--browser.gatherUsageStats=false"]

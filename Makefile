@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup:
 	$(PYTHON) -m pip install -q -r requirements.txt
 	$(PYTHON) -m pip install -q --no-deps -r requirements-embedded.txt
-	$(PYTHON) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PYTHON) -m pip install -q --no-deps -e .
 
 setup-browser:
 	@[ -x /usr/bin/chromium ] || { $(SUDO) apt-get update -qq && \

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _now() -> datetime:
@@ -72,6 +72,9 @@ class Run(Base):
     features_hash: Mapped[str] = mapped_column(String(64))
     features_path: Mapped[str] = mapped_column(String(512))
     tokens: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    # First prompt position of the user's content (after the template's system turn and user header);
+    # NULL for runs stored before schema 3, read as 0.
+    content_start: Mapped[int | None] = mapped_column(Integer, nullable=True)
     duration_s: Mapped[float] = mapped_column(Float)
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     model: Mapped[ModelRecord] = relationship()

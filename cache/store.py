@@ -58,6 +58,7 @@ class StoredRun:
     finished: bool
     settings: dict
     features: SequenceFeatures
+    content_start: int = 0
 
     @property
     def layers(self) -> list[int]:
@@ -210,7 +211,7 @@ class Store:
                               response=gen.text, prompt_tokens=gen.prompt_len, output_tokens=gen.output_length,
                               finished=gen.finished, layers=sorted(gen.features.hidden), features_hash=digest,
                               features_path=str(path), duration_s=gen.duration_s,
-                              tokens=[t[:256] for t in gen.features.tokens])
+                              tokens=[t[:256] for t in gen.features.tokens], content_start=gen.content_start)
                     s.add(run)
                     s.flush()
                     known[key] = run.id
@@ -229,7 +230,8 @@ class Store:
                                  topk_ids=t["topk_ids"], topk_probs=t["topk_probs"], hidden=unpack_hidden(t))
         return StoredRun(id=run.id, prompt_id=run.prompt_id, prompt=prompt, response=run.response,
                          prompt_len=run.prompt_tokens, output_length=run.output_tokens,
-                         finished=run.finished, settings=run.settings, features=feats)
+                         finished=run.finished, settings=run.settings, features=feats,
+                         content_start=run.content_start or 0)
 
     def runs_frame(self, dataset: str | None = None) -> pd.DataFrame:
         """One row per run (optionally of one dataset): ids, prompt, lengths, scenario."""

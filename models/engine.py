@@ -47,10 +47,13 @@ class GenerationSettings:
     temperature: float = 0.7
     top_p: float = 1.0
     seed: int = 0
+    system_prompt: str = "default"
 
     def as_dict(self) -> dict:
-        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
-                "top_p": self.top_p, "seed": self.seed, "sampler": SAMPLER_VERSION}
+        """The settings as stored; ``system_prompt`` appears only when it is not the template's default."""
+        out = {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
+               "top_p": self.top_p, "seed": self.seed, "sampler": SAMPLER_VERSION}
+        return out if self.system_prompt == "default" else {**out, "system_prompt": self.system_prompt}
 
 
 @dataclass
@@ -64,6 +67,7 @@ class Generation:
     settings: dict
     duration_s: float = 0.0
     output_ids: list[int] = field(default_factory=list)
+    content_start: int = 0
 
     @property
     def output_length(self) -> int:
@@ -302,7 +306,8 @@ class BatchedEngine:
         text = self.target.tokenizer.decode(row.output_ids, skip_special_tokens=True)
         return Generation(prompt_len=len(row.prompt_ids), features=features, text=text,
                           finished=row.output_ids[-1] in self.target.stop_ids, settings=row.settings.as_dict(),
-                          duration_s=time.perf_counter() - row.started, output_ids=row.output_ids)
+                          duration_s=time.perf_counter() - row.started, output_ids=row.output_ids,
+                          content_start=self.target.content_start(row.prompt_ids, row.settings.system_prompt))
 
     def _decode_features(self, row: _Row) -> SequenceFeatures | None:
         if self.features == "none":
@@ -341,7 +346,7 @@ def generate(target: TargetModel, prompt: str, settings: GenerationSettings | No
     """One chat prompt through the engine (batch of one, features from the decode), streaming
     ``on_progress(tokens, budget, "tokens")`` after each decode step (it may raise to cancel)."""
     settings = settings or GenerationSettings()
-    ids = target.chat_ids(prompt)
+    ids = target.chat_ids(prompt, settings.system_prompt)
     budget = token_budget(target, len(ids), settings.max_new_tokens)
     engine = BatchedEngine(target, layers, batch_size=1)
     step = (lambda stats: on_progress(min(stats.tokens, budget), budget, "tokens")) if on_progress else None

@@ -96,6 +96,7 @@ class TargetModel:
         self.dtype = dtype
         self.config = model.config
         self.stop_ids = self._stop_ids()
+        self._prefixes: dict[str, list[int]] = {}
 
     @classmethod
     def load(cls, spec: str | None = None, device: str = "auto", dtype: str = "float32") -> TargetModel:
@@ -151,24 +152,45 @@ class TargetModel:
                 ids.add(token_id)
         return ids
 
-    def chat_ids(self, prompt: str) -> list[int]:
-        """Token ids of ``prompt`` as a user turn with the chat template (raw text if none)."""
+    def chat_ids(self, prompt: str, system_prompt: str = "default") -> list[int]:
+        """Token ids of ``prompt`` as a user turn with the chat template (raw text if none). ``system_prompt``:
+        ``default`` (whatever the template puts there), ``none`` (an empty system turn) or a text."""
         if not prompt or not prompt.strip():
             raise ValueError("the prompt is empty")
         if looks_binary(prompt):
             raise ValueError("the prompt looks like binary data (NUL or many control characters), not text")
-        if self.tokenizer.chat_template:
-            enc = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], add_generation_prompt=True, return_dict=True
-            )
-            ids = list(enc["input_ids"])
-        else:
-            ids = self.tokenizer(prompt)["input_ids"]
+        ids = self._template_ids(prompt, system_prompt)
         if len(ids) >= self.context_length:
             raise ValueError(
                 f"the prompt has {len(ids)} tokens but the model's context holds {self.context_length}"
             )
         return ids
+
+    def _template_ids(self, prompt: str, system_prompt: str) -> list[int]:
+        if not self.tokenizer.chat_template:
+            if system_prompt != "default":
+                raise ValueError(f"{self.source.spec} has no chat template, so it takes no system prompt")
+            return list(self.tokenizer(prompt)["input_ids"])
+        system = [] if system_prompt == "default" else [
+            {"role": "system", "content": "" if system_prompt == "none" else system_prompt}]
+        enc = self.tokenizer.apply_chat_template(system + [{"role": "user", "content": prompt}],
+                                                 add_generation_prompt=True, return_dict=True)
+        return list(enc["input_ids"])
+
+    def template_prefix(self, system_prompt: str = "default") -> list[int]:
+        """The ids every prompt starts with under the template (system turn and user header, or BOS): the
+        longest common prefix of two one-token prompts."""
+        if system_prompt not in self._prefixes:
+            a, b = self._template_ids("a", system_prompt), self._template_ids("b", system_prompt)
+            n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            self._prefixes[system_prompt] = a[:n]
+        return self._prefixes[system_prompt]
+
+    def content_start(self, prompt_ids: Sequence[int], system_prompt: str = "default") -> int:
+        """Position of the first token of the user's content in ``prompt_ids`` (0 when they do not start
+        with the template's prefix): pooling over a prompt starts here, never on the fixed template."""
+        prefix = self.template_prefix(system_prompt)
+        return len(prefix) if list(prompt_ids[:len(prefix)]) == prefix else 0
 
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         """Readable text of each token id."""

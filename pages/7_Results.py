@@ -21,9 +21,12 @@ store = get_store()
 dataset = dataset_picker(store)
 if dataset is None:
     st.stop()
+include_censored = st.sidebar.checkbox("Include censored runs", key="results_censored",
+                                       help="Runs cut at the token cap have no true length and are left out of "
+                                            "scoring by default; tick to score them against the cap.")
 train_panel(store, dataset)
 predictors = store.predictors_frame()
-signature = (store.url, tuple(predictors["predictor_id"]), len(store.runs_frame(dataset)))
+signature = (store.url, tuple(predictors["predictor_id"]), len(store.runs_frame(dataset)), include_censored)
 try:
     frame = load_frame(dataset, signature)
 except ValueError as exc:

@@ -1,4 +1,10 @@
-"""Train/val/test splits by prompt, so no prompt's samples leak across splits."""
+"""Train/val/test splits by source task, fixed per task and identical in every store.
+
+A task is where a prompt came from (``source:ref``, e.g. a HumanEval task id or a ShareGPT conversation id),
+so the plain, chain-of-thought and RL wrappers of one task, and every sample of one prompt, share a split.
+Prompts without a reference (typed by a user) are their own task, keyed by their text. The split is a hash
+of the task key alone: no training seed, no database id, so two stores and two training runs agree.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +12,28 @@ import hashlib
 from collections.abc import Iterable
 
 SPLITS = ("train", "val", "test")
+FRACTIONS = (0.7, 0.15, 0.15)
+SALT = "lenscope-task-split-1"
 
 
-def split_of(prompt_key: object, seed: int = 42, fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)) -> str:
-    """Split of one prompt, from a seeded hash of its key: stable as the dataset grows."""
+def task_key(source: str, ref: str, text: str) -> str:
+    """The task a prompt belongs to: ``source:ref``, or a hash of the text when there is no reference."""
+    if ref:
+        return f"{source}:{ref}"
+    return "text:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def split_of(task: str, fractions: tuple[float, float, float] = FRACTIONS) -> str:
+    """Split of one task, from a hash of its key: stable as the dataset grows."""
     if abs(sum(fractions) - 1.0) > 1e-6 or min(fractions) < 0:
         raise ValueError(f"split fractions must be non-negative and sum to 1, got {fractions}")
-    digest = hashlib.sha256(f"{seed}:{prompt_key}".encode()).digest()
+    digest = hashlib.sha256(f"{SALT}:{task}".encode()).digest()
     u = int.from_bytes(digest[:8], "big") / 2**64
     if u < fractions[0]:
         return "train"
     return "val" if u < fractions[0] + fractions[1] else "test"
 
 
-def split_by_prompt(prompt_keys: Iterable[object], seed: int = 42,
-                    fractions: tuple[float, float, float] = (0.7, 0.15, 0.15)) -> dict[object, str]:
-    """Map every distinct prompt key to ``train``/``val``/``test``."""
-    return {key: split_of(key, seed, fractions) for key in dict.fromkeys(prompt_keys)}
+def split_by_task(tasks: Iterable[str], fractions: tuple[float, float, float] = FRACTIONS) -> dict[str, str]:
+    """Map every distinct task key to ``train``/``val``/``test``."""
+    return {task: split_of(task, fractions) for task in dict.fromkeys(tasks)}

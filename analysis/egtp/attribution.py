@@ -66,19 +66,19 @@ def layer_module(model: torch.nn.Module, layer: int) -> torch.nn.Module:
 
 def model_importance(model: torch.nn.Module, input_ids: torch.Tensor, head: SoftLabelHead, entropy: torch.Tensor,
                      true_length: float, head_layer: int, attr_layer: int, pooling: str = "mean",
-                     alpha: float = 1.0, span: int | None = None) -> torch.Tensor:
+                     alpha: float = 1.0, span: int | None = None, start: int = 0) -> torch.Tensor:
     """Model path: ``||dL/dh_t||_2`` at ``attr_layer`` for every token of ``input_ids`` ([T]), the loss
-    computed from the pooled ``head_layer`` states of the first ``span`` tokens (default: all)."""
+    computed from the pooled ``head_layer`` states of tokens ``start..span`` (default: all)."""
     if attr_layer >= head_layer:
         raise ValueError(f"the attribution layer ({attr_layer}) must lie below the head layer ({head_layer}); "
                          "use pooled_importance for the head's own layer")
     span = len(input_ids) if span is None else span
-    loss = head_loss_fn(head, entropy[:span], true_length, pooling, alpha)
+    loss = head_loss_fn(head, entropy[start:span], true_length, pooling, alpha)
     device = next(model.parameters()).device
 
     def forward(ids: torch.Tensor) -> torch.Tensor:
         out = model.model(input_ids=ids, output_hidden_states=True)
-        return loss(out.hidden_states[head_layer][:, :span].float().cpu())
+        return loss(out.hidden_states[head_layer][:, start:span].float().cpu())
 
     attr = LayerGradientXActivation(forward, layer_module(model, attr_layer), multiply_by_inputs=False)
     with torch.enable_grad():

@@ -15,8 +15,9 @@ from lenscope.jobs.results import benchmark_frame, cell_rows, pred_true_histogra
 
 @st.cache_data(show_spinner="Reading predictions from the store...", max_entries=8)
 def load_frame(dataset: str, signature: tuple) -> pd.DataFrame:
-    """Benchmark frame of ``dataset``; ``signature`` (store URL, predictor ids, run count) keys the cache."""
-    return benchmark_frame(get_store(), dataset)
+    """Benchmark frame of ``dataset``; ``signature`` (store URL, predictor ids, run count, whether censored runs
+    are included: its last item) keys the cache."""
+    return benchmark_frame(get_store(), dataset, include_censored=signature[-1])
 
 
 def keep_valid(key: str, options: list) -> None:

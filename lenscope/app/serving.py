@@ -22,9 +22,9 @@ from lenscope.jobs.serving import (
     SimConfig,
     compare_table,
     cost_model_options,
+    dataset_trace,
     filter_trace,
     fit_cost_option,
-    from_runs,
     load_trace_file,
     poisson_retime,
     run_simulation,
@@ -57,7 +57,12 @@ def _pick_source(store: Store, source: str) -> tuple[pd.DataFrame | None, str]:
             return None, ""
         dataset = st.sidebar.selectbox("Dataset", datasets["name"].tolist(), key="sched_dataset")
         qps = st.sidebar.number_input("Poisson QPS", 0.1, 1000.0, 5.0, key="sched_runs_qps")
-        return from_runs(store.runs_frame(dataset), qps), f"dataset {dataset}"
+        runs = st.sidebar.radio("Runs", ["test split", "all splits"], key="sched_runs_split",
+                                help="Trained predictors are replayed on test-split runs only (out of sample); "
+                                     "all splits suit the oracle and constant predictors. Censored runs (cut at "
+                                     "the token cap) are left out.")
+        split = "test" if runs == "test split" else None
+        return dataset_trace(store, dataset, qps, split=split), f"dataset {dataset} ({runs})"
     traces = store.traces_frame()
     if traces.empty:
         st.info("No stored trace yet: load one and press 'Save trace in the store'.")

@@ -11,6 +11,7 @@ import streamlit as st
 
 from cache.settings import get_settings
 from cache.store import Store
+from lenscope.jobs.datasets import dataset_counts
 from models.target import TargetModel
 
 MODEL_KEY = "lenscope_model_spec"
@@ -62,7 +63,9 @@ def dataset_picker(store: Store) -> str | None:
                 "--n 160 --max-new-tokens 256`.")
         return None
     default = names.index("dev") if "dev" in names else 0
-    return st.sidebar.selectbox("Dataset", names, index=default)
+    name = st.sidebar.selectbox("Dataset", names, index=default)
+    st.sidebar.caption(dataset_counts(store, name).caption())
+    return name
 
 
 def head_settings() -> tuple[int, float]:

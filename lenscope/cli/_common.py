@@ -7,6 +7,13 @@ import argparse
 from tqdm import tqdm
 
 
+def add_censoring_arg(parser: argparse.ArgumentParser) -> None:
+    """``--include-censored``: also train and score on runs cut at the token cap (left out by default)."""
+    parser.add_argument("--include-censored", action="store_true",
+                        help="also use runs that hit the token cap (their true length is unknown: left out by "
+                             "default)")
+
+
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     """``--model``, ``--device`` and ``--dtype`` for commands that load a target model."""
     parser.add_argument("--model", default="", help="local checkpoint dir, .gguf file or hub id "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.cli._common import PhaseBars, add_model_args, load_target
+from lenscope.cli._common import PhaseBars, add_censoring_arg, add_model_args, load_target
 
 
 def register(subparsers) -> None:
@@ -19,6 +19,7 @@ def register(subparsers) -> None:
     p.add_argument("--trail-layer", type=int, default=15, help="target layer of the TRAIL probe (must be stored)")
     p.add_argument("--ltr-loss", default="listmle", choices=["listmle", "pairwise"])
     p.add_argument("--seed", type=int, default=42)
+    add_censoring_arg(p)
     add_model_args(p)
     p.set_defaults(func=run)
 
@@ -36,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     target = load_target(args) if "pia" in chosen else None
     bars = PhaseBars()
     try:
-        results = train_baselines(Store(), args.dataset, chosen, target, config, bars)
+        results = train_baselines(Store(), args.dataset, chosen, target, config,
+                                  include_censored=args.include_censored, on_progress=bars)
     finally:
         bars.close()
     for r in results:

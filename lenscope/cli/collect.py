@@ -57,6 +57,9 @@ def register(subparsers) -> None:
                    help="sampling temperature (default 0.7; 1.0 for --scenario rl)")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--system-prompt", default="default",
+                   help="system turn of the chat template: default (the template's own, e.g. SmolLM2's fixed "
+                        "24-token preamble), none (an empty system turn) or a text; prompt pooling never covers it")
     p.add_argument("--samples-per-prompt", type=int, default=None,
                    help="answers per prompt (default 1; 4 for --scenario rl)")
     p.add_argument("--max-prompt-chars", type=int, default=2000)
@@ -123,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         prompts = build_scenario(args.scenario, args.n, args.seed, args.max_prompt_chars,
                                  lambda text: len(target.tokenizer(text)["input_ids"]), budget)
     store = Store()
-    settings = GenerationSettings(args.max_new_tokens, temperature, args.top_p, args.seed)
+    settings = GenerationSettings(args.max_new_tokens, temperature, args.top_p, args.seed, args.system_prompt)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` (and background jobs, which ignore SIGINT) keep finished runs
     with progress_bar(len(prompts) * samples, f"collect {args.dataset}") as bar:
         def step(done: int, total: int, label: str) -> None:

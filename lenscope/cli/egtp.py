@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.cli._common import PhaseBars, add_model_args, load_target
+from lenscope.cli._common import PhaseBars, add_censoring_arg, add_model_args, load_target
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -20,6 +20,7 @@ def _add_training(p: argparse.ArgumentParser, epochs: int, batch: int) -> None:
     p.add_argument("--bins", type=int, default=20, help="number of length bins K")
     p.add_argument("--lam", type=float, default=0.95, help="weight of CE in lambda*CE + (1-lambda)*MSE")
     p.add_argument("--seed", type=int, default=42)
+    add_censoring_arg(p)
 
 
 def register(subparsers) -> None:
@@ -42,6 +43,7 @@ def register(subparsers) -> None:
                         "target's layers (needs the model), equal to --layer only through the pooling")
     p.add_argument("--heads", default="egtp,mean", help="static heads to attribute (trained by train-egtp)")
     p.add_argument("--bootstrap", type=int, default=1000)
+    add_censoring_arg(p)
     p.set_defaults(func=run_attribution)
 
 
@@ -63,7 +65,8 @@ def run_train_egtp(args: argparse.Namespace) -> int:
     poolings = POOLINGS if args.pooling == "all" else (args.pooling,)
     bars = PhaseBars()
     try:
-        table = train_static(Store(), args.dataset, poolings, args.layer, args.alpha, _config(args), bars)
+        table = train_static(Store(), args.dataset, poolings, args.layer, args.alpha, _config(args),
+                             include_censored=args.include_censored, on_progress=bars)
     finally:
         bars.close()
     print(f"test MAE (tokens) by pooling and scenario, dataset {args.dataset!r}, layer {args.layer}:")
@@ -80,7 +83,8 @@ def run_train_plp(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     bars = PhaseBars()
     try:
-        curve = train_plp(Store(), args.dataset, args.layer, args.alpha, _config(args), bars)
+        curve = train_plp(Store(), args.dataset, args.layer, args.alpha, _config(args),
+                          include_censored=args.include_censored, on_progress=bars)
     finally:
         bars.close()
     print(f"PLP test MAE of the remaining length by observed steps, dataset {args.dataset!r}:")
@@ -101,7 +105,8 @@ def run_attribution(args: argparse.Namespace) -> int:
     bars = PhaseBars()
     try:
         payload = job(Store(), args.dataset, args.layer, attr_layer, args.alpha, model,
-                      [h for h in args.heads.split(",") if h], args.bootstrap, bars)
+                      [h for h in args.heads.split(",") if h], args.bootstrap,
+                      include_censored=args.include_censored, on_progress=bars)
     finally:
         bars.close()
     print(f"entropy vs importance over test prompt tokens (paper: Pearson r = {PAPER_PEARSON}):")

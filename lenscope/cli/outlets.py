@@ -21,6 +21,7 @@ def register(subparsers) -> None:
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (the length head uses 3x)")
     p.add_argument("--max-step", type=int, default=128, help="store predictions for steps 0..max-step")
     p.add_argument("--seed", type=int, default=0)
+    _common.add_censoring_arg(p)
     p.set_defaults(func=run_drafter)
 
     q = subparsers.add_parser("train-probe", help="train an MLP probe on one target layer (TRAIL-style baseline)")
@@ -31,6 +32,7 @@ def register(subparsers) -> None:
     q.add_argument("--epochs", type=int, default=30)
     q.add_argument("--max-step", type=int, default=128)
     q.add_argument("--seed", type=int, default=0)
+    _common.add_censoring_arg(q)
     q.set_defaults(func=run_probe)
 
 
@@ -70,7 +72,8 @@ def run_drafter(args: argparse.Namespace) -> int:
     target = _common.load_target(args)
     with _common.progress_bar(1, f"train-drafter {args.variant}") as bar:
         result = train_drafter_job(store, target, args.dataset, args.variant, args.epochs, args.lr,
-                                   args.max_step, args.seed, on_progress=_bar_callback(bar))
+                                   args.max_step, args.seed, include_censored=args.include_censored,
+                                   on_progress=_bar_callback(bar))
     _report(result)
     return 0
 
@@ -82,6 +85,6 @@ def run_probe(args: argparse.Namespace) -> int:
     _positive(args.epochs, "--epochs")
     with _common.progress_bar(1, f"train-probe L{args.layer}") as bar:
         result = train_probe_job(Store(), args.dataset, args.layer, args.mode, args.epochs, args.max_step,
-                                 args.seed, on_progress=_bar_callback(bar))
+                                 args.seed, include_censored=args.include_censored, on_progress=_bar_callback(bar))
     _report(result)
     return 0

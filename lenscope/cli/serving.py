@@ -16,7 +16,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("simulate", help="replay a request trace through a simulated serving cluster")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--trace", type=Path, help="CSV trace: Azure 2023, LLMServingSim or generic format")
-    src.add_argument("--dataset", help="use the app's runs of this dataset (needs --qps)")
+    src.add_argument("--dataset", help="use the app's runs of this dataset (needs --qps; censored runs left out)")
+    p.add_argument("--split", choices=["test", "all"], default="test",
+                   help="runs of --dataset to replay: test (default; out of sample for every trained predictor) or "
+                        "all (oracle and constant predictors only)")
     p.add_argument("--qps", type=float, help="re-time arrivals as a Poisson process at this rate")
     p.add_argument("--max-prompt-tokens", type=int)
     p.add_argument("--first-n", type=int)
@@ -50,12 +53,13 @@ def register(subparsers) -> None:
 
 
 def _trace(args: argparse.Namespace, store):
-    from analysis.serving.traces import filter_trace, from_runs, load_trace_file, poisson_retime
+    from analysis.serving.traces import filter_trace, load_trace_file, poisson_retime
+    from lenscope.jobs.serving import dataset_trace
 
     if args.dataset:
         if args.qps is None:
             raise ValueError("--dataset needs --qps (the app's runs have no arrival times)")
-        trace = from_runs(store.runs_frame(args.dataset), args.qps, args.seed)
+        trace = dataset_trace(store, args.dataset, args.qps, args.seed, None if args.split == "all" else args.split)
     else:
         trace = load_trace_file(args.trace)
     trace = filter_trace(trace, args.max_prompt_tokens, args.first_n)

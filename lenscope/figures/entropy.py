@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+PARTS = {"template": "chat template, not pooled", "prompt": "prompt", "answer": "answer"}
+
 
 def _cell_label(token: str) -> str:
     return html.escape(token.replace("\n", "⏎").replace(" ", "·"))[:12]
@@ -16,15 +18,15 @@ def _cell_label(token: str) -> str:
 def entropy_heatmap(table: pd.DataFrame, width: int = 16) -> go.Figure:
     """Tokens laid out like text, ``width`` per row, coloured by next-token entropy.
 
-    The answer starts on a fresh row so prompt and answer are visually separate; hover shows the
-    token, its position, entropy and the top-5 next-token candidates. ``table`` is a
-    :func:`lenscope.jobs.token_view.token_table`.
+    The chat template's fixed tokens (system turn, user header: never pooled), the user's prompt and the
+    answer each start on a fresh row, labelled by their part; hover shows the token, its position and part,
+    entropy and the top-5 next-token candidates. ``table`` is a :func:`lenscope.jobs.token_view.token_table`.
     """
     if width < 1:
         raise ValueError("width must be positive")
     rows: list[list[int]] = []
-    for generated in (False, True):
-        idx = table.index[table["generated"] == generated].tolist()
+    for part in PARTS:
+        idx = table.index[table["part"] == part].tolist()
         rows.extend(idx[i:i + width] for i in range(0, len(idx), width))
     z = np.full((len(rows), width), np.nan)
     text = np.full((len(rows), width), "", dtype=object)
@@ -32,13 +34,13 @@ def entropy_heatmap(table: pd.DataFrame, width: int = 16) -> go.Figure:
     labels = []
     for r, idx in enumerate(rows):
         first = table.loc[idx[0]]
-        labels.append(f"{'answer' if first['generated'] else 'prompt'} {int(first['position'])}")
+        labels.append(f"{first['part']} {int(first['position'])}")
         for c, i in enumerate(idx):
             row = table.loc[i]
             z[r, c] = row["entropy"]
             text[r, c] = _cell_label(row["token"])
             hover[r, c] = (f"<b>{html.escape(repr(row['token']))}</b> (pos {int(row['position'])}, "
-                           f"{'answer' if row['generated'] else 'prompt'})<br>entropy {row['entropy']:.3f} nats"
+                           f"{PARTS[row['part']]})<br>entropy {row['entropy']:.3f} nats"
                            f"<br>top-5 next: {html.escape(row['top5_next'])}")
     fig = go.Figure(go.Heatmap(
         z=z, text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",

@@ -127,8 +127,8 @@ class BaselineData:
     masks: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, store: Store, dataset: str) -> BaselineData:
-        runs = dataset_runs(store, dataset).reset_index(drop=True)
+    def load(cls, store: Store, dataset: str, include_censored: bool = False) -> BaselineData:
+        runs = dataset_runs(store, dataset, include_censored).reset_index(drop=True)
         masks = {s: torch.tensor((runs["split"] == s).to_numpy()) for s in ("train", "val", "test")}
         if int(masks["train"].sum()) < 2:
             raise ValueError(f"dataset {dataset!r} has {int(masks['train'].sum())} training runs; need at least 2 "
@@ -246,7 +246,8 @@ def train_baseline(store: Store, dataset: str, baseline: str, target: TargetMode
     metrics = {**baseline_metrics(frame), **fitted.metrics}
     pid = store.save_predictor(name, BASELINE_KIND, {"baseline": baseline, "dataset": dataset,
                                                      "description": DESCRIPTIONS[baseline], **asdict(cfg),
-                                                     **fitted.config},
+                                                     **fitted.config,
+                                                     "include_censored": bool(data.runs["censored"].any())},
                                metrics, str(fitted.artifact), int(data.runs["model_id"].iloc[0]),
                                store.dataset_id(dataset))
     store.save_predictions(pid, frame[["run_id", "step", "predicted", "true", "split"]])
@@ -265,10 +266,11 @@ def parse_selection(text: str | Sequence[str] | None) -> list[str]:
 
 def train_baselines(store: Store, dataset: str, baselines: Sequence[str] = BASELINES,
                     target: TargetModel | None = None, config: BaselineConfig | None = None,
-                    on_progress: Progress = no_progress) -> list[JobResult]:
-    """Train the chosen baselines one after the other on the same data."""
+                    include_censored: bool = False, on_progress: Progress = no_progress) -> list[JobResult]:
+    """Train the chosen baselines one after the other on the same data (runs cut at the token cap only with
+    ``include_censored``)."""
     chosen = parse_selection(baselines)
     if "pia" in chosen and target is None:
         raise ValueError("the PiA baseline needs the target model; load one or leave pia out")
-    data = BaselineData.load(store, dataset)
+    data = BaselineData.load(store, dataset, include_censored)
     return [train_baseline(store, dataset, b, target, config, data, on_progress) for b in chosen]

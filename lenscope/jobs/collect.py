@@ -81,7 +81,7 @@ def collect_dataset(
     on_progress(report.cached, total, "cached runs")
     start = time.perf_counter()
     try:
-        prompt_ids = [target.chat_ids(requests[i][0].text) for i in todo]
+        prompt_ids = [target.chat_ids(requests[i][0].text, requests[i][1].system_prompt) for i in todo]
         for j, generation in engine.run(prompt_ids, [requests[i][1] for i in todo]):
             i = todo[j]
             item = requests[i][0]

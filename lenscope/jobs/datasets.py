@@ -1,4 +1,10 @@
-"""A dataset's runs with their split, the split metrics are reported on, and what a training job returns."""
+"""The evaluation kernel's reading side: a dataset's runs with their task, split and censoring, the split metrics
+are reported on, and what a training job returns. Every predictor, attribution and replay reads runs here.
+
+Runs whose answer hit the token cap are *censored*: their true length is only known to exceed the cap, so by
+default they are left out of training and scoring (as OUTLETS drops outputs over its limit); they are still
+counted (:class:`DatasetCounts`), and ``include_censored=True`` brings them back.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +13,50 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.core.splits import split_of
+from analysis.core.splits import split_of, task_key
 from cache.store import Store
 
 
-def dataset_runs(store: Store, dataset: str) -> pd.DataFrame:
-    """Runs of ``dataset`` with their prompt split; a clear error when it does not exist or is empty."""
+@dataclass(frozen=True)
+class DatasetCounts:
+    """How many runs a dataset has, how many are censored (hit the cap), and how many runs are used."""
+
+    runs: int
+    censored: int
+    used: int
+    by_split: dict
+
+    def caption(self) -> str:
+        kept = "included" if self.used == self.runs else "left out"
+        splits = ", ".join(f"{s} {n}" for s, n in self.by_split.items())
+        return (f"{self.runs} runs, {self.censored} censored at the token cap ({kept}); {self.used} used: "
+                f"{splits}")
+
+
+def all_runs(store: Store, dataset: str) -> pd.DataFrame:
+    """Every run of ``dataset`` with ``task``, ``split`` and ``censored`` columns (errors when it is empty)."""
     runs = store.runs_frame(dataset)
     if runs.empty:
         raise ValueError(f"dataset {dataset!r} has no runs; create it with "
                          f"`python -m lenscope collect --dataset {dataset}`")
-    return runs.assign(split=[split_of(pid) for pid in runs["prompt_id"]])
+    tasks = [task_key(s, r, t) for s, r, t in zip(runs["source"], runs["source_ref"], runs["prompt"])]
+    return runs.assign(task=tasks, split=[split_of(t) for t in tasks], censored=~runs["finished"].astype(bool))
+
+
+def dataset_runs(store: Store, dataset: str, include_censored: bool = False) -> pd.DataFrame:
+    """Runs of ``dataset`` with their task, split and censoring; censored runs only with ``include_censored``."""
+    runs = all_runs(store, dataset)
+    if not include_censored:
+        runs = runs[~runs["censored"]]
+    return runs.reset_index(drop=True)
+
+
+def dataset_counts(store: Store, dataset: str, include_censored: bool = False) -> DatasetCounts:
+    """Runs, censored runs and the runs used per split, as every page and table reports them."""
+    runs = all_runs(store, dataset)
+    used = runs if include_censored else runs[~runs["censored"]]
+    by_split = {s: int((used["split"] == s).sum()) for s in ("train", "val", "test")}
+    return DatasetCounts(len(runs), int(runs["censored"].sum()), len(used), by_split)
 
 
 def evaluation_split(splits: Sequence[str]) -> str:

@@ -17,7 +17,6 @@ import torch
 from analysis.core.metrics import constant_mean_mae, mae, mae_by_step
 from analysis.core.progress import Progress, no_progress
 from analysis.core.soft_label_head import SoftLabelHead
-from analysis.core.splits import split_by_prompt
 from analysis.egtp.attribution import (
     entropy_importance_correlation,
     model_importance,
@@ -28,6 +27,7 @@ from analysis.egtp.pooling import POOLINGS
 from analysis.egtp.training import HeadConfig, load_head, predict, save_head, train_head
 from cache.settings import get_settings
 from cache.store import Store, StoredRun
+from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.features import run_features
 from lenscope.jobs.runs import GenerationSettings, generate_cached
 from models.target import TargetModel
@@ -61,15 +61,10 @@ class FeatureTable:
         return torch.tensor(self.runs["output_tokens"].to_numpy(), dtype=torch.float32)
 
 
-def feature_table(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: float = 1.0, seed: int = 42,
-                  on_progress: Progress = no_progress) -> FeatureTable:
-    """Features of every run of ``dataset`` with its prompt-level train/val/test split."""
-    runs = store.runs_frame(dataset)
-    if runs.empty:
-        raise ValueError(f"dataset {dataset!r} has no runs; create it with `python -m lenscope collect "
-                         f"--dataset {dataset}`")
-    splits = split_by_prompt(runs["prompt_id"], seed)
-    runs = runs.assign(split=runs["prompt_id"].map(splits)).reset_index(drop=True)
+def feature_table(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: float = 1.0,
+                  include_censored: bool = False, on_progress: Progress = no_progress) -> FeatureTable:
+    """Features of the runs of ``dataset`` (censored ones only when asked) with their task-level split."""
+    runs = dataset_runs(store, dataset, include_censored)
     feats = {}
     for i, run_id in enumerate(runs["run_id"]):
         feats[int(run_id)] = run_features(store, int(run_id), layer, alpha)
@@ -103,9 +98,10 @@ def _artifact(name: str):
 
 
 def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS, layer: int = DEFAULT_LAYER,
-                 alpha: float = 1.0, config: HeadConfig | None = None,
+                 alpha: float = 1.0, config: HeadConfig | None = None, include_censored: bool = False,
                  on_progress: Progress = no_progress) -> pd.DataFrame:
-    """Train one static soft-label head per pooling; store heads, predictions and the ablation table.
+    """Train one static soft-label head per pooling; store heads, predictions and the ablation table
+    (runs cut at the token cap only with ``include_censored``).
 
     Returns the ablation table (pooling, scenario, mae, n) on the test split, 'all' rows included.
     """
@@ -113,7 +109,7 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
     bad = sorted(set(poolings) - set(POOLINGS))
     if bad:
         raise ValueError(f"unknown pooling {bad}; choose from {POOLINGS}")
-    table = feature_table(store, dataset, layer, alpha, cfg.seed, on_progress)
+    table = feature_table(store, dataset, layer, alpha, include_censored, on_progress)
     _check_splits(table)
     runs, y = table.runs, table.lengths()
     masks = {s: torch.tensor((runs["split"] == s).to_numpy()) for s in ("train", "val", "test")}
@@ -128,7 +124,8 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
         res = train_head(x[masks["train"]], y[masks["train"]], x[masks["val"]], y[masks["val"]], cfg, epoch_cb)
         frame = runs[["run_id", "split", "scenario"]].assign(step=0, predicted=predict(res.head, x), true=y.numpy())
         name = predictor_name(STATIC_KIND, dataset, layer, pooling)
-        meta = {"pooling": pooling, "layer": layer, "alpha": alpha, "dataset": dataset, "head": asdict(cfg)}
+        meta = {"pooling": pooling, "layer": layer, "alpha": alpha, "dataset": dataset, "head": asdict(cfg),
+                "include_censored": include_censored}
         path = save_head(res.head, _artifact(name), meta)
         metrics = {**_metrics(frame), "best_epoch": res.best_epoch}
         pid = store.save_predictor(name, STATIC_KIND, meta, metrics, str(path), dataset_id=dataset_id)
@@ -173,11 +170,13 @@ def plp_samples(table: FeatureTable, run_ids: Sequence[int], max_step: int | Non
 
 
 def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: float = 1.0,
-              config: HeadConfig | None = None, on_progress: Progress = no_progress) -> pd.DataFrame:
+              config: HeadConfig | None = None, include_censored: bool = False,
+              on_progress: Progress = no_progress) -> pd.DataFrame:
     """Train the PLP head over every decoding step of the training runs; store it and its predictions at
-    steps 0..32 for every split. Returns the test MAE by step (step, mae, n)."""
+    steps 0..32 for every split (runs cut at the token cap only with ``include_censored``). Returns the test
+    MAE by step (step, mae, n)."""
     cfg = config or HeadConfig(epochs=15, batch_size=64)
-    table = feature_table(store, dataset, layer, alpha, cfg.seed, on_progress)
+    table = feature_table(store, dataset, layer, alpha, include_censored, on_progress)
     _check_splits(table)
     runs = table.runs
     ids = {s: runs.loc[runs["split"] == s, "run_id"].tolist() for s in ("train", "val", "test")}
@@ -191,7 +190,7 @@ def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: flo
     frame["predicted"] = predict(res.head, x_all)
     name = predictor_name(PLP_KIND, dataset, layer)
     meta = {"layer": layer, "alpha": alpha, "dataset": dataset, "prompt_pooling": "egtp",
-            "generated_summary": "egtp", "head": asdict(cfg)}
+            "generated_summary": "egtp", "head": asdict(cfg), "include_censored": include_censored}
     path = save_head(res.head, _artifact(name), meta)
     curve = mae_by_step(frame[frame["split"] == "test"], EVAL_STEPS)
     metrics = {**_metrics(frame[frame["step"] == 0]), "best_epoch": res.best_epoch,
@@ -221,22 +220,23 @@ def attribution_config(dataset: str, layer: int, attr_layer: int, alpha: float) 
 
 
 def token_attribution(head: SoftLabelHead, meta: dict, run: StoredRun, attr_layer: int, model=None) -> np.ndarray:
-    """Importance of every prompt token of ``run`` for ``head``: the pooling path when ``attr_layer`` is
-    the head's layer (no model needed), else the model path through ``model``'s layers."""
-    p, layer, pooling, alpha = run.prompt_len, meta["layer"], meta["pooling"], meta["alpha"]
+    """Importance of every pooled prompt token of ``run`` (the user's content and the assistant header,
+    positions ``content_start..prompt_len``) for ``head``: the pooling path when ``attr_layer`` is the head's
+    layer (no model needed), else the model path through ``model``'s layers."""
+    c, p, layer, pooling, alpha = run.content_start, run.prompt_len, meta["layer"], meta["pooling"], meta["alpha"]
     entropy = run.features.entropy[:p]
     if attr_layer == layer:
-        return pooled_importance(head, run.features.hidden[layer][:p], entropy, run.output_length,
+        return pooled_importance(head, run.features.hidden[layer][c:p], entropy[c:p], run.output_length,
                                  pooling, alpha).numpy()
     if model is None:
         raise ValueError("attribution below the head layer needs the target model")
     return model_importance(model, run.features.input_ids[:p], head, entropy, run.output_length, layer,
-                            attr_layer, pooling, alpha).numpy()
+                            attr_layer, pooling, alpha, start=c).numpy()[c:]
 
 
 def run_attribution(store: Store, dataset: str, layer: int = DEFAULT_LAYER, attr_layer: int | None = None,
                     alpha: float = 1.0, model=None, heads: Sequence[str] = ("egtp", "mean"),
-                    n_boot: int = 1000, on_progress: Progress = no_progress) -> dict:
+                    n_boot: int = 1000, include_censored: bool = False, on_progress: Progress = no_progress) -> dict:
     """Entropy-importance correlation over the test prompts for the stored static heads ``heads``.
 
     ``attr_layer`` defaults to ``layer`` (pooling path); a lower layer needs ``model`` (model path).
@@ -244,17 +244,16 @@ def run_attribution(store: Store, dataset: str, layer: int = DEFAULT_LAYER, attr
     """
     attr_layer = layer if attr_layer is None else attr_layer
     loaded = {h: load_predictor(store, STATIC_KIND, predictor_name(STATIC_KIND, dataset, layer, h)) for h in heads}
-    runs = store.runs_frame(dataset)
-    splits = split_by_prompt(runs["prompt_id"])
-    test = runs[runs["prompt_id"].map(splits) == "test"]
+    runs = dataset_runs(store, dataset, include_censored)
+    test = runs[runs["split"] == "test"]
     if test.empty:
         raise ValueError(f"dataset {dataset!r} has no test runs yet")
     per_run = []
     for i, rid in enumerate(test["run_id"]):
         run = store.load_run(int(rid), layers=[layer])
-        p = run.prompt_len
-        row = {"run_id": int(rid), "tokens": run.features.tokens[:p],
-               "entropy": run.features.entropy[:p].tolist(), "output_length": run.output_length}
+        c, p = run.content_start, run.prompt_len
+        row = {"run_id": int(rid), "tokens": run.features.tokens[c:p],
+               "entropy": run.features.entropy[c:p].tolist(), "output_length": run.output_length}
         for h, (head, meta, _) in loaded.items():
             row[f"importance_{h}"] = token_attribution(head, meta, run, attr_layer, model).tolist()
         per_run.append(row)
@@ -297,7 +296,7 @@ def attribute_prompt(store: Store, target: TargetModel, dataset: str, layer: int
     run, _ = generate_cached(store, target, prompt, settings,
                              sorted(set(target.default_layers()) | {layer, attr_layer}))
     run = store.load_run(run.id, layers=[layer])
-    p = run.prompt_len
+    c, p = run.content_start, run.prompt_len
     importance = token_attribution(head, meta, run, attr_layer, target.model)
-    return PromptAttribution(run.features.tokens[:p], run.features.entropy[:p].tolist(), importance.tolist(),
+    return PromptAttribution(run.features.tokens[c:p], run.features.entropy[c:p].tolist(), importance.tolist(),
                              run.output_length)

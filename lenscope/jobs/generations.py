@@ -67,7 +67,8 @@ def import_generations(store: Store, target: TargetModel, path: Path, dataset: s
     header, records = read_generations(path)
     layers = target.check_layers(layers if layers is not None else header.get("layers"))
     for record in records:
-        if target.chat_ids(record["prompt"]) != record["prompt_ids"]:
+        system_prompt = record["settings"].get("system_prompt", "default")
+        if target.chat_ids(record["prompt"], system_prompt) != record["prompt_ids"]:
             raise ValueError(f"{path}: the prompt tokens differ from {target.source.spec}'s; import it with the "
                              "model that generated it")
     keys = [store.run_key(target.key, r["prompt"], r["settings"], layers) for r in records]
@@ -83,7 +84,8 @@ def import_generations(store: Store, target: TargetModel, path: Path, dataset: s
         features = target.features([r["prompt_ids"] + r["output_ids"] for r in batch], layers)
         new = [NewRun(r["prompt"], Generation(
             prompt_len=len(r["prompt_ids"]), features=f, finished=r["finished"], settings=r["settings"],
-            text=target.tokenizer.decode(r["output_ids"], skip_special_tokens=True), output_ids=r["output_ids"]),
+            text=target.tokenizer.decode(r["output_ids"], skip_special_tokens=True), output_ids=r["output_ids"],
+            content_start=target.content_start(r["prompt_ids"], r["settings"].get("system_prompt", "default"))),
             r["source"], r["ref"]) for r, f in zip(batch, features)]
         for record, run_id in zip(batch, store.save_runs(target, new)):
             store.add_to_dataset(dataset_id, run_id, record["scenario"])

@@ -60,10 +60,10 @@ def example_from_run(run: StoredRun, fuse_layers: Sequence[int], split: str,
 
 
 def load_examples(store: Store, target: TargetModel | None, dataset: str, fuse_layers: Sequence[int],
-                  on_progress: Progress = no_progress) -> list[DrafterExample]:
+                  on_progress: Progress = no_progress, include_censored: bool = False) -> list[DrafterExample]:
     """Every run of ``dataset`` with at least one generated token, as drafter examples (with the
     target's top-k distributions when ``target`` is given)."""
-    runs = dataset_runs(store, dataset)
+    runs = dataset_runs(store, dataset, include_censored)
     runs = runs[runs["output_tokens"] > 0]
     examples = []
     for i, row in enumerate(runs.itertuples()):
@@ -79,14 +79,16 @@ def drafter_name(dataset: str, variant: str) -> str:
 
 def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", variant: str = "outlets",
                       epochs: int = 6, lr: float = 1e-3, max_step: int = 128, seed: int = 0,
-                      on_progress: Progress = no_progress) -> JobResult:
+                      include_censored: bool = False, on_progress: Progress = no_progress) -> JobResult:
     """Train one drafter variant on the train split of ``dataset``, predict every run's remaining
     length at steps 0..max_step, measure acceptance on the evaluation split, save and register it."""
     spec = get_variant(variant)
     torch.manual_seed(seed)
     drafter = Drafter.for_target(target, **spec.drafter_overrides())
-    examples = load_examples(store, target, dataset, drafter.config.fuse_layers, on_progress)
-    train = [ex for ex in examples if ex.split == "train"] or examples
+    examples = load_examples(store, target, dataset, drafter.config.fuse_layers, on_progress, include_censored)
+    train = [ex for ex in examples if ex.split == "train"]
+    if not train:
+        raise ValueError(f"dataset {dataset!r} has no training runs to fit a drafter on; collect more prompts")
     history = train_drafter(drafter, train, spec, epochs=epochs, lr=lr, seed=seed,
                             on_step=lambda s, n, parts: on_progress(s, n, f"training (loss {parts['loss']:.3f})"))
     frames = []
@@ -111,7 +113,7 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
     path = drafter.save(get_settings().artifact_dir / "drafters" / name.replace(":", "-"))
     config = {"dataset": dataset, "variant": variant, "epochs": epochs, "lr": lr, "max_step": max_step,
               "seed": seed, "topk": TOPK, "draft_steps": DRAFT_STEPS, **spec.drafter_overrides(),
-              "fuse_layers": drafter.config.fuse_layers}
+              "fuse_layers": drafter.config.fuse_layers, "include_censored": include_censored}
     pid = store.save_predictor(name, "drafter", config, metrics, str(path), store.ensure_model(target),
                                store.dataset_id(dataset))
     store.save_predictions(pid, predictions)
@@ -129,11 +131,11 @@ def probe_samples(run: StoredRun, layer: int, max_step: int | None) -> tuple[tor
 
 
 def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: str = "regression",
-                    epochs: int = 30, max_step: int = 128, seed: int = 0,
+                    epochs: int = 30, max_step: int = 128, seed: int = 0, include_censored: bool = False,
                     on_progress: Progress = no_progress) -> JobResult:
     """Train a TRAIL-style MLP probe on one layer's states (all steps of the train split), predict
     steps 0..max_step of every run, and register it (kind ``probe``)."""
-    runs = dataset_runs(store, dataset)
+    runs = dataset_runs(store, dataset, include_censored)
     runs = runs[runs["output_tokens"] > 0]
     rows = []
     for i, row in enumerate(runs.itertuples()):
@@ -160,7 +162,8 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: s
     name = probe_name(dataset, layer, mode)
     path = probe.save(get_settings().artifact_dir / "probes" / name.replace(":", "-"))
     pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layer, "mode": mode,
-                                               "epochs": epochs, "max_step": max_step, "seed": seed},
+                                               "epochs": epochs, "max_step": max_step, "seed": seed,
+                                               "include_censored": include_censored},
                                metrics, str(path), int(runs["model_id"].iloc[0]), store.dataset_id(dataset))
     store.save_predictions(pid, predictions)
     return JobResult(pid, name, metrics)

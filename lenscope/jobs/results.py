@@ -24,10 +24,10 @@ __all__ = ["ALL", "benchmark_frame", "cell_rows", "length_cdfs", "pred_true_hist
            "score_table", "select"]
 
 
-def benchmark_frame(store: Store, dataset: str) -> pd.DataFrame:
+def benchmark_frame(store: Store, dataset: str, include_censored: bool = False) -> pd.DataFrame:
     """Every stored prediction of the predictors trained on ``dataset`` (any kind), with scenario and prompt,
     plus the constant train-mean reference; columns :data:`analysis.results.leaderboard.FRAME_COLUMNS`."""
-    runs = dataset_runs(store, dataset)
+    runs = dataset_runs(store, dataset, include_censored)
     parts = [constant_mean_predictions(runs.assign(dataset=dataset))]
     predictors = store.predictors_frame()
     dataset_id = store.dataset_id(dataset)

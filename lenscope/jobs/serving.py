@@ -27,13 +27,14 @@ from analysis.serving.traces import (
 )
 from cache.settings import REPO_ROOT
 from cache.store import Store
+from lenscope.jobs.datasets import dataset_runs
 
 __all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
-    "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "MODES", "PREDICTOR_KINDS", "QUEUE_POLICY_NAMES",
-    "SHARED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "filter_trace", "from_runs", "load_trace_file",
-    "poisson_retime", "shared_trace_files", "OUTLETS_PAPER", "Outcome", "PredictorSpec", "PresetOutcome",
-    "compare_table", "cost_model_options", "fit_cost_option", "noise_sweep", "outlets_configs", "outlets_preset",
-    "outlets_trace", "parse_maes", "run_simulation", "saturating_qps", "short_p99_change"]
+    "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "MODES", "OUTLETS_PAPER", "Outcome", "PREDICTOR_KINDS",
+    "PredictorSpec", "PresetOutcome", "QUEUE_POLICY_NAMES", "SHARED_TRACES", "SPLITWISE_PROFILE", "SimConfig",
+    "check_out_of_sample", "compare_table", "cost_model_options", "dataset_trace", "filter_trace", "fit_cost_option",
+    "from_runs", "load_trace_file", "noise_sweep", "outlets_configs", "outlets_preset", "outlets_trace",
+    "parse_maes", "poisson_retime", "run_simulation", "saturating_qps", "shared_trace_files", "short_p99_change"]
 
 DISPATCH_POLICIES = tuple(DISPATCHERS)
 QUEUE_POLICY_NAMES = tuple(QUEUE_POLICIES)
@@ -88,8 +89,29 @@ def build_predictor(store: Store, spec: PredictorSpec, trace: pd.DataFrame):
         if "run_id" not in trace or trace["run_id"].isna().any():
             raise ValueError("a trained predictor needs a trace built from the app's runs (with run ids)")
         predictions, run_ids = store.predictions_frame(spec.predictor_id), trace["run_id"].to_numpy(np.int64)
+        check_out_of_sample(predictions, run_ids)
     return make_predictor(spec.kind, trace["output_tokens"].to_numpy(), mae=spec.mae, constant=spec.constant,
                           seed=spec.seed, update_every=spec.update_every, run_ids=run_ids, predictions=predictions)
+
+
+def check_out_of_sample(predictions: pd.DataFrame, run_ids: np.ndarray) -> None:
+    """Refuse a replay that would feed a trained predictor's in-sample predictions: every run of the trace
+    must be a test-split run of that predictor."""
+    splits = predictions.drop_duplicates("run_id").set_index("run_id")["split"]
+    seen = splits.reindex(run_ids)
+    in_sample = int((seen != "test").sum())
+    if in_sample:
+        raise ValueError(f"{in_sample} of {len(run_ids)} runs of this trace are not in the predictor's test split "
+                         "(in-sample or unseen); replay its test runs only (`--split test`, the page's default)")
+
+
+def dataset_trace(store: Store, dataset: str, qps: float, seed: int = 0, split: str | None = "test") -> pd.DataFrame:
+    """Trace of a dataset's uncensored runs (true lengths), Poisson arrivals at ``qps``; ``split`` "test"
+    keeps the runs every trained predictor saw out of sample, None keeps all (for oracle or constant)."""
+    runs = dataset_runs(store, dataset)
+    if split is not None:
+        runs = runs[runs["split"] == split]
+    return from_runs(runs, qps, seed)
 
 
 def result_key(trace: pd.DataFrame, spec: PredictorSpec, config: SimConfig, short_quantile: float) -> dict:

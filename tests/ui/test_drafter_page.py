@@ -76,8 +76,8 @@ def test_browser_shows_drafter_charts(streamlit_server, server_data_dir, page, t
     monkeypatch.delenv("LENSCOPE_DB_URL", raising=False)
     store = Store()
     make_tiny_dataset(store, target, "drafter-browser", n=3)
-    train_drafter_job(store, target, "drafter-browser", "outlets", epochs=1, max_step=24)
-    train_probe_job(store, "drafter-browser", 15, epochs=3, max_step=24)
+    train_drafter_job(store, target, "drafter-browser", "outlets", epochs=1, max_step=24, include_censored=True)
+    train_probe_job(store, "drafter-browser", 15, epochs=3, max_step=24, include_censored=True)
 
     page.goto(f"{streamlit_server}/Drafter_vs_target", timeout=120_000)
     page.get_by_text("Dataset-wide MAE by decoding step").wait_for(timeout=180_000)

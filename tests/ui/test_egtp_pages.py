@@ -3,10 +3,10 @@ data (AppTest), and one real-browser check of the pooling ablation page."""
 
 import pytest
 
-from analysis.core.splits import split_of
 from analysis.data.prompts import PromptItem
 from lenscope.cli import main
 from lenscope.jobs.collect import collect_dataset
+from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import ABLATION_KIND, ATTRIBUTION_KIND, PLP_KIND, STATIC_KIND, train_static
 from models.engine import GenerationSettings
 from tests.apptest import open_page
@@ -19,19 +19,19 @@ PAGES = ["pages/2_Attribution.py", "pages/3_Remaining_length.py", "pages/4_Pooli
 
 @pytest.fixture(scope="module")
 def trained_dir(tmp_path_factory, target):
-    """A store with 10 real short generations (prompt ids 1..10: 8 train, 1 val, 1 test) in dataset ``tiny``,
-    trained through the CLI."""
+    """A store with 10 real short generations (tasks tiny0..tiny9: 6 train, 2 val, 2 test) in dataset ``tiny``,
+    trained through the CLI on every run (8-token answers mostly hit the cap: ``--include-censored``)."""
     with pytest.MonkeyPatch.context() as mp:
         path = tmp_path_factory.mktemp("egtp-data")
         mp.setenv("LENSCOPE_DATA_DIR", str(path))
         mp.delenv("LENSCOPE_DB_URL", raising=False)
         from cache.store import Store
 
-        collect_dataset(Store(), target, "tiny", [PromptItem(p, "user", str(i)) for i, p in enumerate(PROMPTS)],
+        collect_dataset(Store(), target, "tiny", [PromptItem(p, "user", f"tiny{i}") for i, p in enumerate(PROMPTS)],
                         GenerationSettings(8, 0.7, 1.0, 0))
-        codes = [main(["train-egtp", "--dataset", "tiny", "--epochs", "3"]),
-                 main(["train-plp", "--dataset", "tiny", "--epochs", "2"]),
-                 main(["attribution", "--dataset", "tiny", "--bootstrap", "50"])]
+        codes = [main(["train-egtp", "--dataset", "tiny", "--epochs", "3", "--include-censored"]),
+                 main(["train-plp", "--dataset", "tiny", "--epochs", "2", "--include-censored"]),
+                 main(["attribution", "--dataset", "tiny", "--bootstrap", "50", "--include-censored"])]
         yield path, codes
 
 
@@ -60,7 +60,8 @@ def test_cli_trains_and_stores_everything(trained_dir, use_dir):
     preds = store.predictions_frame(int(static["predictor_id"].iloc[0]))
     runs = store.runs_frame("tiny").set_index("run_id")
     assert len(preds) == 10 and (preds["step"] == 0).all()
-    assert (preds["split"] == preds["run_id"].map(runs["prompt_id"]).map(split_of)).all()
+    splits = dataset_runs(store, "tiny", include_censored=True).set_index("run_id")["split"]
+    assert (preds["split"] == preds["run_id"].map(splits)).all()
     assert (preds["true"] == preds["run_id"].map(runs["output_tokens"])).all()
     ablation = store.results_frame(ABLATION_KIND)["payload"].iloc[0]
     assert {r["pooling"] for r in ablation["rows"]} == {"egtp", "mean", "max", "last"}

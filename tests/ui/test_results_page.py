@@ -4,7 +4,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.core.splits import split_of
 from analysis.data.prompts import PromptItem
 from analysis.results.leaderboard import (
     ALL,
@@ -25,6 +24,7 @@ from lenscope.figures.results import (
     mae_bars,
     pred_true_heatmap,
 )
+from lenscope.jobs.datasets import dataset_runs
 from tests.apptest import open_page
 
 PAGE = "pages/7_Results.py"
@@ -36,12 +36,12 @@ def seed_store(store, target, dataset: str = "bench") -> pd.DataFrame:
     from lenscope.jobs.collect import collect_dataset
     from models.engine import GenerationSettings
 
-    prompts = [PromptItem(f"Count from one to {k}.", "user", str(k), "chat" if k % 2 else "reasoning")
-               for k in range(1, 9)]
+    prompts = [PromptItem(f"Count from one to {k + 1}.", "user", f"q{k}", "chat" if k % 2 else "reasoning")
+               for k in range(8)]  # tasks q0..q7: 4 train, 2 val, 2 test
     collect_dataset(store, target, dataset, prompts, GenerationSettings(max_new_tokens=5, seed=0), layers=[])
-    runs = store.runs_frame(dataset)
+    runs = dataset_runs(store, dataset, include_censored=True)  # 5-token answers: most hit the cap
     base = pd.DataFrame({"run_id": runs["run_id"], "step": 0, "true": runs["output_tokens"].astype(float),
-                         "split": [split_of(p) for p in runs["prompt_id"]]})
+                         "split": runs["split"]})
     did = store.dataset_id(dataset)
     for name, kind, frame in [
         (f"close:{dataset}", "baseline", base.assign(predicted=base["true"] + 2)),
@@ -124,6 +124,8 @@ def test_page_with_data_links_numbers_to_runs(store, target):
     runs = seed_store(store, target)
     at = open_page(PAGE).run()
     assert not at.exception, at.exception
+    at.checkbox(key="results_censored").check().run()  # the runs are censored: the switch brings them back
+    assert not at.exception, at.exception
     split = at.sidebar.selectbox[1].value
     table = at.dataframe[0].value
     assert set(table.index) == {"close:bench", "flat:bench", "steps:bench", REFERENCE}
@@ -139,7 +141,7 @@ def test_page_with_data_links_numbers_to_runs(store, target):
     assert at.selectbox(key="inspect_predictor").value == "flat:bench"
     assert at.selectbox(key="inspect_scenario").value == ALL
     cell = at.dataframe[2].value
-    in_split = runs[[split_of(p) == split for p in runs["prompt_id"]]]
+    in_split = runs[runs["split"] == split]
     assert sorted(cell["run_id"]) == sorted(in_split["run_id"])
     assert (cell["predicted"] == 50).all()
     expected = (in_split["output_tokens"] - 50).abs().mean()
@@ -162,6 +164,7 @@ def test_browser_results_page(streamlit_server, server_data_dir, page, target):
 
     seed_store(Store(f"sqlite:///{server_data_dir / 'lenscope.db'}", server_data_dir / "tensors"), target, "browser")
     page.goto(f"{streamlit_server}/Results", timeout=120_000)
+    page.get_by_text("Include censored runs").click(timeout=180_000)  # the seeded 5-token runs hit the cap
     page.get_by_text("MAE (tokens) on").first.wait_for(timeout=180_000)
     page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
     page.get_by_role("tab", name="Length CDFs").click()

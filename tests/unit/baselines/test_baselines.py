@@ -148,7 +148,8 @@ def test_baseline_jobs_train_cache_and_register(store, target, monkeypatch):
                     layers=[15])
     cfg = BaselineConfig(epochs=3, trail_layer=15, pia_max_new_tokens=6)
     seen = []
-    results = train_baselines(store, "tiny", BASELINES, target, cfg, on_progress=lambda d, n, label: seen.append(label))
+    results = train_baselines(store, "tiny", BASELINES, target, cfg, include_censored=True,  # 6-token answers
+                              on_progress=lambda d, n, label: seen.append(label))
     assert [r.name for r in results] == [f"{b}:tiny" for b in BASELINES]
     assert {"encoding prompts", "asking the target (PiA)", "train ltr (listmle)"} <= set(seen)
     runs = store.runs_frame("tiny")
@@ -168,8 +169,8 @@ def test_baseline_jobs_train_cache_and_register(store, target, monkeypatch):
 
     monkeypatch.setattr(baseline_jobs, "load_encoder", fail)
     monkeypatch.setattr(baseline_jobs, "ask_length", fail)
-    train_baselines(store, "tiny", ["ssjf-reg", "pia"], target, cfg)
-    frame = benchmark_frame(store, "tiny")
+    train_baselines(store, "tiny", ["ssjf-reg", "pia"], target, cfg, include_censored=True)
+    frame = benchmark_frame(store, "tiny", include_censored=True)
     assert {"constant (train mean)", "ssjf-reg:tiny", "ltr:tiny"} <= set(frame["predictor"])
     assert len(store.predictors_frame("baseline")) == len(BASELINES)  # retraining replaced, not duplicated
 

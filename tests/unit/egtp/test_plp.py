@@ -3,10 +3,10 @@
 import numpy as np
 import torch
 
-from analysis.core.splits import split_of
 from analysis.egtp.plp import EVAL_STEPS, plp_inputs, plp_steps, remaining_frame, visible_positions
 from analysis.egtp.pooling import pool
 from analysis.egtp.training import HeadConfig
+from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import PLP_KIND, feature_table, train_plp
 from lenscope.jobs.features import run_features
 from tests.egtp_data import SYNTHETIC_LAYER, synthetic_dataset
@@ -51,5 +51,5 @@ def test_train_plp_stores_eval_rows_with_splits(store):
     lengths = preds["run_id"].map(runs["output_tokens"])
     assert (preds["true"] == lengths - preds["step"]).all()
     assert preds["step"].max() == EVAL_STEPS and (preds["true"] >= 1).all()
-    assert (preds["split"] == preds["run_id"].map(runs["prompt_id"]).map(split_of)).all()
+    assert (preds["split"] == preds["run_id"].map(dataset_runs(store, "syn").set_index("run_id")["split"])).all()
     assert np.isfinite(preds["predicted"]).all()
