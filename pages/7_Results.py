@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from lenscope.app.results import download_figure, inspect_cell, load_frame, train_panel
+from lenscope.app.results import download_figure, inspect_cell, load_frame, picked_cell, train_panel
 from lenscope.app.widgets import dataset_picker, get_store
-from lenscope.figures.results import length_cdf_figure, mae_bars
-from lenscope.jobs.results import ALL, length_cdfs, score_matrix, score_table, select
+from lenscope.figures.results import comparison_table, length_cdf_figure, mae_bars
+from lenscope.jobs.results import ALL, length_cdfs, paired_vs_reference, score_matrix, score_table, select
 
 TRAIN_HINT = ("`python -m lenscope train-baselines --dataset {d}` (SSJF-Reg/MC, S3, TRAIL, PiA, LTR), "
               "`train-egtp` / `train-plp --dataset {d}` (EGTP, PLP), `train-drafter` / `train-probe --dataset {d}` "
@@ -52,12 +52,7 @@ st.subheader(f"MAE (tokens) on {split}, step {step}")
 st.caption("Select a cell (predictor x scenario) or a row to list the predictions behind it.")
 shown_mae = mae.round(1).assign(runs=score_matrix(scores, "n")[ALL].astype(int))
 event = st.dataframe(shown_mae, key="mae_table", on_select="rerun", selection_mode=["single-cell", "single-row"])
-picked = None
-if event.selection.cells:
-    r, column = event.selection.cells[0]
-    picked = (mae.index[int(r)], column)
-elif event.selection.rows:
-    picked = (mae.index[int(event.selection.rows[0])], ALL)
+picked = picked_cell(event.selection, mae)
 if picked is not None and picked != st.session_state.get("last_pick"):
     st.session_state["last_pick"] = picked
     st.session_state["inspect_predictor"], st.session_state["inspect_scenario"] = picked
@@ -65,6 +60,10 @@ st.caption("`runs`: predictions behind the `all` column (a predictor trained on 
            "dataset covers fewer runs; retrain it to compare on the same runs).")
 st.download_button("Download table (CSV)", scores.to_csv(index=False), f"results-{dataset}-{split}-step{step}.csv",
                    "text/csv", key="dl_scores")
+st.subheader("Against the constant reference, with 95% CIs")
+st.caption("MAE with its bootstrap CI over prompts, and the paired difference to the constant train mean of this "
+           "step on the same runs (negative: better; a CI that excludes 0 is supported by these runs).")
+st.dataframe(comparison_table(scores, paired_vs_reference(rows)), hide_index=True)
 
 bars_tab, tau_tab, cdf_tab = st.tabs(["MAE bars", "Kendall tau", "Length CDFs"])
 with bars_tab:

@@ -1,6 +1,8 @@
-"""Error metrics of length predictors."""
+"""Error metrics of length predictors, with bootstrap confidence intervals over prompts."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -32,3 +34,56 @@ def mae_by_step(frame: pd.DataFrame, max_step: int | None = None) -> pd.DataFram
     err = (data["predicted"] - data["true"]).abs()
     out = err.groupby(data["step"]).agg(["mean", "size"]).reset_index()
     return out.rename(columns={"mean": "mae", "size": "n"})
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A statistic with its bootstrap confidence interval and the number of units resampled (prompts)."""
+
+    value: float
+    lo: float
+    hi: float
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.value:.1f} [{self.lo:.1f}, {self.hi:.1f}]"
+
+    def excludes_zero(self) -> bool:
+        return self.lo > 0 or self.hi < 0
+
+
+def _cluster_sums(values: np.ndarray, groups) -> tuple[np.ndarray, np.ndarray]:
+    """Per-cluster sums of ``values`` and counts (each row its own cluster when ``groups`` is None)."""
+    if groups is None:
+        return values, np.ones_like(values)
+    codes, _ = pd.factorize(pd.Series(groups), sort=False)
+    sums = np.bincount(codes, weights=values)
+    return sums, np.bincount(codes).astype(float)
+
+
+def _bootstrap(sums: np.ndarray, counts: np.ndarray, n_boot: int, level: float, seed: int) -> Estimate:
+    if sums.size == 0:
+        raise ValueError("need at least one prediction")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, sums.size, size=(n_boot, sums.size))
+    stats = sums[picks].sum(1) / counts[picks].sum(1)
+    tail = (1 - level) / 2
+    return Estimate(float(sums.sum() / counts.sum()), float(np.quantile(stats, tail)),
+                    float(np.quantile(stats, 1 - tail)), int(sums.size))
+
+
+def bootstrap_mae(predicted, true, groups=None, n_boot: int = 1000, level: float = 0.95,
+                  seed: int = 0) -> Estimate:
+    """MAE with a percentile bootstrap CI over ``groups`` (e.g. test prompts: the samples of one prompt
+    are resampled together), or over rows when ``groups`` is None."""
+    err = np.abs(np.asarray(predicted, dtype=float) - np.asarray(true, dtype=float))
+    return _bootstrap(*_cluster_sums(err, groups), n_boot, level, seed)
+
+
+def paired_mae_difference(predicted_a, predicted_b, true, groups=None, n_boot: int = 1000, level: float = 0.95,
+                          seed: int = 0) -> Estimate:
+    """MAE(a) - MAE(b) on the same rows, with a paired bootstrap CI (the same resampled prompts for both);
+    negative means ``a`` is better. A CI that excludes 0 is a difference this sample supports."""
+    t = np.asarray(true, dtype=float)
+    diff = np.abs(np.asarray(predicted_a, dtype=float) - t) - np.abs(np.asarray(predicted_b, dtype=float) - t)
+    return _bootstrap(*_cluster_sums(diff, groups), n_boot, level, seed)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.core.metrics import bootstrap_mae, mae, paired_mae_difference
 from analysis.data.scenarios import SCENARIOS
 
 FRAME_COLUMNS = ["predictor_id", "predictor", "family", "dataset", "run_id", "prompt_id", "scenario", "step",
@@ -19,6 +20,7 @@ FRAME_COLUMNS = ["predictor_id", "predictor", "family", "dataset", "run_id", "pr
 REFERENCE = "constant (train mean)"
 ALL = "all"
 UNLABELLED = "unlabelled"
+N_BOOT = 1000
 
 
 def kendall_tau(predicted, true) -> float:
@@ -39,19 +41,27 @@ def attach_runs(predictions: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def constant_mean_predictions(runs: pd.DataFrame) -> pd.DataFrame:
-    """The reference predictor: every run predicted as the mean output length of the training runs.
+def constant_mean_predictions(runs: pd.DataFrame, steps=(0,)) -> pd.DataFrame:
+    """The reference predictor, per decoding step ``t``: every run still generating after ``t`` tokens is
+    predicted the mean remaining length ``L - t`` of the training runs still generating (step 0: the mean
+    output length). It sees the step count, as PLP, probes and drafters do.
 
     ``runs`` has columns run_id, prompt_id, scenario, output_tokens, split (and optionally dataset)."""
-    train = runs.loc[runs["split"] == "train", "output_tokens"]
-    if train.empty:
-        return pd.DataFrame(columns=FRAME_COLUMNS)
-    return pd.DataFrame({
-        "predictor_id": -1, "predictor": REFERENCE, "family": "reference",
-        "dataset": runs.get("dataset", ""), "run_id": runs["run_id"],
-        "prompt_id": runs["prompt_id"], "scenario": runs["scenario"], "step": 0,
-        "predicted": float(train.mean()), "true": runs["output_tokens"].astype(float), "split": runs["split"],
-    })[FRAME_COLUMNS]
+    parts = []
+    lengths = runs["output_tokens"].astype(float)
+    for step in sorted(set(int(s) for s in steps)):
+        alive = runs[lengths > step] if step else runs
+        train = alive.loc[alive["split"] == "train", "output_tokens"].astype(float) - step
+        if train.empty:
+            continue
+        parts.append(pd.DataFrame({
+            "predictor_id": -1, "predictor": REFERENCE, "family": "reference",
+            "dataset": alive.get("dataset", ""), "run_id": alive["run_id"],
+            "prompt_id": alive["prompt_id"], "scenario": alive["scenario"], "step": step,
+            "predicted": float(train.mean()), "true": alive["output_tokens"].astype(float) - step,
+            "split": alive["split"],
+        })[FRAME_COLUMNS])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FRAME_COLUMNS)
 
 
 def select(frame: pd.DataFrame, split: str | None = "test", step: int = 0) -> pd.DataFrame:
@@ -61,22 +71,42 @@ def select(frame: pd.DataFrame, split: str | None = "test", step: int = 0) -> pd
 
 
 def _scores(group: pd.DataFrame) -> pd.Series:
-    err = (group["predicted"] - group["true"]).abs()
-    return pd.Series({"mae": float(err.mean()), "kendall_tau": kendall_tau(group["predicted"], group["true"]),
-                      "n": len(group)})
+    est = bootstrap_mae(group["predicted"], group["true"], group["prompt_id"], n_boot=N_BOOT)
+    return pd.Series({"mae": est.value, "mae_lo": est.lo, "mae_hi": est.hi,
+                      "kendall_tau": kendall_tau(group["predicted"], group["true"]), "n": len(group),
+                      "prompts": est.n})
 
 
 def score_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """MAE, Kendall tau and row count per (predictor, family, scenario), plus scenario ``all``."""
-    cols = ["predictor", "family", "scenario", "mae", "kendall_tau", "n"]
+    """MAE with its 95% bootstrap CI over prompts, Kendall tau, and row and prompt counts per (predictor,
+    family, scenario), plus scenario ``all``."""
+    cols = ["predictor", "family", "scenario", "mae", "mae_lo", "mae_hi", "kendall_tau", "n", "prompts"]
     if frame.empty:
         return pd.DataFrame(columns=cols)
     keys = ["predictor", "family"]
     per = frame.groupby([*keys, "scenario"]).apply(_scores, include_groups=False).reset_index()
     overall = frame.groupby(keys).apply(_scores, include_groups=False).reset_index().assign(scenario=ALL)
     out = pd.concat([per, overall], ignore_index=True)[cols]
-    out["n"] = out["n"].astype(int)
+    out[["n", "prompts"]] = out[["n", "prompts"]].astype(int)
     return out
+
+
+def paired_vs_reference(rows: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
+    """Every predictor against ``reference`` on the runs both predicted (one split, one step): MAE of each
+    and MAE(predictor) - MAE(reference) with a paired bootstrap CI over prompts (negative: better)."""
+    cols = ["predictor", "family", "n", "prompts", "mae", "reference_mae", "difference", "diff_lo", "diff_hi"]
+    ref = rows[rows["predictor"] == reference].set_index("run_id")["predicted"]
+    out = []
+    for (name, family), group in rows[rows["predictor"] != reference].groupby(["predictor", "family"]):
+        both = group[group["run_id"].isin(ref.index)]
+        if both.empty:
+            continue
+        ref_pred = both["run_id"].map(ref)
+        diff = paired_mae_difference(both["predicted"], ref_pred, both["true"], both["prompt_id"], n_boot=N_BOOT)
+        out.append({"predictor": name, "family": family, "n": len(both), "prompts": diff.n,
+                    "mae": mae(both["predicted"], both["true"]), "reference_mae": mae(ref_pred, both["true"]),
+                    "difference": diff.value, "diff_lo": diff.lo, "diff_hi": diff.hi})
+    return pd.DataFrame(out, columns=cols).sort_values("difference", ignore_index=True)
 
 
 def scenario_order(scenarios) -> list[str]:

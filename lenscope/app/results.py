@@ -20,6 +20,18 @@ def load_frame(dataset: str, signature: tuple) -> pd.DataFrame:
     return benchmark_frame(get_store(), dataset, include_censored=signature[-1])
 
 
+def picked_cell(selection, table: pd.DataFrame) -> tuple[str, str] | None:
+    """(predictor, scenario) of a selected cell or row of ``table``; None when nothing valid is selected (a
+    selection kept from a larger table, e.g. before the step changed, is ignored)."""
+    if selection.cells:
+        row, column = selection.cells[0]
+        if int(row) < len(table.index) and column in table.columns:
+            return table.index[int(row)], column
+    elif selection.rows and int(selection.rows[0]) < len(table.index):
+        return table.index[int(selection.rows[0])], "all"
+    return None
+
+
 def keep_valid(key: str, options: list) -> None:
     """Forget a widget value that is no longer among its options (e.g. after changing the split)."""
     if key in st.session_state and st.session_state[key] not in options:

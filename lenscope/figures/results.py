@@ -65,3 +65,21 @@ def figure_bytes(fig: go.Figure) -> bytes:
     if png_export_available():
         return fig.to_image(format="png", scale=2)
     return fig.to_html(include_plotlyjs=True, full_html=True).encode("utf-8")
+
+
+def comparison_table(scores: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
+    """One row per predictor (all scenarios): MAE [95% CI], prompts, and its paired difference to the
+    reference [95% CI] with a plain verdict."""
+    overall = scores[scores["scenario"] == "all"].set_index("predictor")
+    out = []
+    for row in overall.itertuples():
+        item = {"predictor": row.Index, "runs": int(row.n), "prompts": int(row.prompts),
+                "MAE [95% CI]": f"{row.mae:.1f} [{row.mae_lo:.1f}, {row.mae_hi:.1f}]"}
+        match = paired[paired["predictor"] == row.Index]
+        if not match.empty:
+            d = match.iloc[0]
+            item["vs constant [95% CI]"] = f"{d.difference:+.1f} [{d.diff_lo:+.1f}, {d.diff_hi:+.1f}]"
+            item["verdict"] = ("better than constant" if d.diff_hi < 0 else "worse than constant" if d.diff_lo > 0
+                               else "not distinguishable from constant")
+        out.append(item)
+    return pd.DataFrame(out)

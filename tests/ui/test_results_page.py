@@ -140,7 +140,7 @@ def test_page_with_data_links_numbers_to_runs(store, target):
     at.run()
     assert at.selectbox(key="inspect_predictor").value == "flat:bench"
     assert at.selectbox(key="inspect_scenario").value == ALL
-    cell = at.dataframe[2].value
+    cell = at.dataframe[3].value
     in_split = runs[runs["split"] == split]
     assert sorted(cell["run_id"]) == sorted(in_split["run_id"])
     assert (cell["predicted"] == 50).all()
@@ -150,12 +150,13 @@ def test_page_with_data_links_numbers_to_runs(store, target):
     at.selectbox(key="inspect_run").set_value(run_id).run()
     prompt = runs.set_index("run_id").loc[run_id, "prompt"]
     assert at.text_area(key=f"prompt_{run_id}").value == prompt
-    detail = at.dataframe[3].value
+    detail = at.dataframe[4].value
     assert set(detail["predictor"]) >= {"close:bench", "flat:bench", "steps:bench"}
     assert sorted(detail.loc[detail["predictor"] == "steps:bench", "step"]) == [0, 1, 2]
-    # later decoding steps only show dynamic predictors
+    # later decoding steps show dynamic predictors and the constant of that step (mean remaining length)
     at.sidebar.selectbox[2].set_value(2).run()
-    assert set(at.dataframe[0].value.index) == {"steps:bench"}
+    assert not at.exception
+    assert set(at.dataframe[0].value.index) == {"steps:bench", REFERENCE}
 
 
 def test_browser_results_page(streamlit_server, server_data_dir, page, target):

@@ -1,5 +1,6 @@
 """Error metrics and the constant-mean baseline."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -22,3 +23,49 @@ def test_mae_by_step():
     frame = pd.DataFrame({"step": [0, 0, 1, 2], "predicted": [5, 7, 3, 9], "true": [6, 6, 3, 1]})
     out = mae_by_step(frame, max_step=1)
     assert out["step"].tolist() == [0, 1] and out["mae"].tolist() == [1.0, 0.0] and out["n"].tolist() == [2, 1]
+
+
+def test_bootstrap_mae_brackets_the_estimate_and_resamples_prompts_together():
+    from analysis.core.metrics import bootstrap_mae
+
+    rng = np.random.default_rng(0)
+    true = rng.integers(10, 500, 200).astype(float)
+    pred = true + rng.normal(0, 40, 200)
+    est = bootstrap_mae(pred, true, n_boot=500)
+    assert est.lo < est.value < est.hi and est.n == 200
+    assert est.value == pytest.approx(np.abs(pred - true).mean())
+    # four samples per prompt: the CI is over 50 prompts, and wider than pretending 200 independent rows
+    groups = np.repeat(np.arange(50), 4)
+    clustered = bootstrap_mae(np.repeat(pred[:50], 4), np.repeat(true[:50], 4), groups, n_boot=500)
+    naive = bootstrap_mae(np.repeat(pred[:50], 4), np.repeat(true[:50], 4), n_boot=500)
+    assert clustered.n == 50 and (clustered.hi - clustered.lo) > 1.5 * (naive.hi - naive.lo)
+
+
+def test_paired_difference_finds_a_real_gap_and_not_a_fake_one():
+    from analysis.core.metrics import paired_mae_difference
+
+    rng = np.random.default_rng(1)
+    true = rng.integers(10, 500, 300).astype(float)
+    good, bad = true + rng.normal(0, 20, 300), true + rng.normal(0, 60, 300)
+    gap = paired_mae_difference(good, bad, true, n_boot=500)
+    assert gap.value < 0 and gap.hi < 0 and gap.excludes_zero()
+    twin = good + rng.normal(0, 1, 300)
+    same = paired_mae_difference(good, twin, true, n_boot=500)
+    assert same.lo < 0 < same.hi and not same.excludes_zero()
+    assert str(gap).count("[") == 1
+
+
+def test_constant_reference_is_the_per_step_train_mean_of_remaining_length():
+    from analysis.results.leaderboard import REFERENCE, constant_mean_predictions, paired_vs_reference
+
+    runs = pd.DataFrame({"run_id": [1, 2, 3, 4], "prompt_id": [1, 2, 3, 4], "scenario": "chat",
+                         "output_tokens": [10, 30, 50, 20], "split": ["train", "train", "train", "test"]})
+    ref = constant_mean_predictions(runs, steps=[0, 20])
+    at0, at20 = ref[ref["step"] == 0], ref[ref["step"] == 20]
+    assert (at0["predicted"] == 30.0).all() and len(at0) == 4
+    assert set(at20["run_id"]) == {2, 3}  # only runs still generating after 20 tokens
+    assert (at20["predicted"] == 20.0).all() and list(at20["true"]) == [10.0, 30.0]  # mean of 10 and 30
+    rows = pd.concat([ref[ref["step"] == 0], ref[ref["step"] == 0].assign(predictor="exact", family="x",
+                                                                           predicted=lambda f: f["true"])])
+    paired = paired_vs_reference(rows.assign(predictor=rows["predictor"].fillna(REFERENCE)))
+    assert list(paired["predictor"]) == ["exact"] and paired["difference"].iloc[0] < 0
