@@ -5,7 +5,7 @@ import streamlit as st
 
 from lenscope.app.runner import run_job
 from lenscope.app.widgets import dataset_picker, get_store, head_settings
-from lenscope.figures.egtp import ablation_pivot, pooling_ablation_figure
+from lenscope.figures.egtp import ablation_pivot, head_variant_table, paired_table, pooling_ablation_figure
 from lenscope.jobs.egtp import ABLATION_KIND, PAPER_ABLATION, ablation_config, train_static
 
 st.set_page_config(page_title="Pooling ablation · lenscope", layout="wide")
@@ -28,9 +28,16 @@ if dataset is not None:
         ours = pd.DataFrame(result["rows"])
         st.subheader(f"Ours: {dataset}, layer {layer}, alpha {alpha}")
         st.dataframe(ablation_pivot(result["rows"]))
-        st.caption(f"Test MAE in tokens; constant train-mean baseline: {result['constant_mean_mae']:.2f}. "
-                   f"Test runs per scenario: {ours.groupby('scenario')['n'].first().to_dict()}.")
+        st.caption(f"Test MAE in tokens [95% bootstrap CI over prompts]; constant train-mean baseline: "
+                   f"{result['constant_mean_mae']:.2f}. Test runs per scenario: "
+                   f"{ours.groupby('scenario')['n'].first().to_dict()}.")
         st.plotly_chart(pooling_ablation_figure(ours, PAPER_ABLATION))
+        if result.get("paired"):
+            st.subheader("Paired comparisons on the same test prompts")
+            st.dataframe(paired_table(result["paired"]), hide_index=True)
+        if result.get("head_variants"):
+            st.subheader("Head options (EGTP pooling)")
+            st.dataframe(head_variant_table(result["head_variants"]), hide_index=True)
 st.subheader("Paper (reference only)")
 st.caption("EGTP paper, pooling ablation on ForeLen with Qwen2.5-7B (MAE, tokens). Different models, data "
            "and length ranges: compare the ranking, not the values.")

@@ -73,7 +73,7 @@ def train_bucket_classifier(x: torch.Tensor, lengths: torch.Tensor, scheme: str 
     bins = BUCKET_SCHEMES[scheme](lengths.numpy(), k)
     torch.manual_seed(cfg.seed)
     head = SoftLabelHead(x.shape[1], bins, cfg.hidden, cfg.dropout)
-    head.fit_scaler(x)
+    head.fit_scaler(x, lengths)
     labels = bins.index(lengths)
 
     def loss(model: SoftLabelHead, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:

@@ -8,11 +8,18 @@ answers hit the ``max_new_tokens`` cap, so they are not used.) The outermost edg
 midpoint of its edges when empty), so a bin holding the runs truncated at the cap has its centre at the
 cap, not below it.
 
+Two alternatives are measured in the ablation: ``linear`` bins (equal width between the smallest and
+largest training length) and ``p1-p99`` bins (equal width between the 1st and 99th percentiles, as a public
+reimplementation note, unverified, quotes the official head).
+
 A length ``y`` in bin ``i`` becomes the soft label ``p_j = exp(-|j - i|) / sum_k exp(-|k - i|)``. The
 head outputs logits over the bins; the prediction is the expected bin centre
-``y_hat = sum_j softmax(logits)_j c_j``. The loss is ``lambda * CE(p, p_hat) + (1 - lambda) * MSE``
-with the MSE taken on lengths divided by the largest bin centre, so both terms are O(1) and the
-0.05-weighted MSE term neither swamps nor vanishes next to CE (raw token units would make it ~1e4).
+``y_hat = sum_j softmax(logits)_j c_j``. The loss is the paper's ``lambda * CE(p, p_hat) + (1 - lambda) *
+MSE(y, y_hat)`` with ``lambda = 0.95``. The paper does not say in which units the MSE is taken; here it is
+in units of the training lengths' standard deviation (``length_scale``), so the MSE of the constant-mean
+predictor is 1, the same order as the CE, and ``lambda`` weighs two comparable terms (5% MSE). Raw token
+units would make the MSE ~1e4 and the CE irrelevant; dividing by the largest bin centre, as lenscope did
+before, left the MSE term at under 1% of the gradient.
 """
 
 from __future__ import annotations
@@ -58,6 +65,30 @@ def log_bins(lengths, k: int = 20) -> LengthBins:
     return LengthBins(inner.float(), torch.tensor(centers, dtype=torch.float32))
 
 
+def linear_bins(lengths, k: int = 20, lo_q: float = 0.0, hi_q: float = 1.0) -> LengthBins:
+    """``k`` equal-width bins between quantiles ``lo_q`` and ``hi_q`` of the training ``lengths`` (outer
+    edges open); centres are the mean training length in each bin (the midpoint when empty)."""
+    y = np.asarray(lengths, dtype=np.float64)
+    if k < 2:
+        raise ValueError("need at least 2 bins")
+    if y.size == 0:
+        raise ValueError("need at least one training length")
+    lo, hi = np.quantile(y, lo_q), np.quantile(y, hi_q)
+    edges = np.linspace(lo, max(hi, lo + 1.0), k + 1)
+    inner = torch.tensor(edges[1:-1])
+    idx = torch.bucketize(torch.tensor(y), inner, right=True).numpy()
+    centers = (edges[:-1] + edges[1:]) / 2
+    for j in range(k):
+        if (idx == j).any():
+            centers[j] = y[idx == j].mean()
+    return LengthBins(inner.float(), torch.tensor(centers, dtype=torch.float32))
+
+
+BINNINGS = {"log": log_bins, "linear": linear_bins,
+            "p1-p99": lambda lengths, k=20: linear_bins(lengths, k, 0.01, 0.99)}
+ARCHITECTURES = ("mlp", "official")
+
+
 def soft_labels(index: torch.Tensor, k: int) -> torch.Tensor:
     """Soft label rows ``p_j = exp(-|j - i|) / sum_k exp(-|k - i|)`` for bin indices ``i`` ([B] -> [B, K])."""
     dist = (torch.arange(k)[None, :] - index.long()[:, None]).abs().float()
@@ -65,29 +96,42 @@ def soft_labels(index: torch.Tensor, k: int) -> torch.Tensor:
 
 
 class SoftLabelHead(nn.Module):
-    """Standardise features, MLP to K logits; ``predict`` returns the expected bin centre (tokens)."""
+    """Standardise features, then K logits; ``predict`` returns the expected bin centre (tokens).
 
-    def __init__(self, in_dim: int, bins: LengthBins, hidden: int = 256, dropout: float = 0.1) -> None:
+    ``architecture``: ``mlp`` (Linear(d, hidden) -> GELU -> Dropout -> Linear(hidden, K)) or ``official``
+    (Linear(d, d/2) -> LayerNorm -> ReLU -> Dropout(0.1) -> Linear(d/2, K), as quoted by a public
+    reimplementation note of the paper's code; unverified)."""
+
+    def __init__(self, in_dim: int, bins: LengthBins, hidden: int = 256, dropout: float = 0.1,
+                 architecture: str = "mlp") -> None:
         super().__init__()
+        if architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture must be one of {ARCHITECTURES}, not {architecture!r}")
+        self.architecture = architecture
         self.register_buffer("feat_mean", torch.zeros(in_dim))
         self.register_buffer("feat_std", torch.ones(in_dim))
         self.register_buffer("inner_edges", bins.inner_edges.clone().float())
         self.register_buffer("centers", bins.centers.clone().float())
-        self.net = nn.Sequential(nn.Linear(in_dim, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, bins.k))
+        self.register_buffer("length_scale", bins.centers.max().clone().float())
+        if architecture == "official":
+            half = max(1, in_dim // 2)
+            self.net = nn.Sequential(nn.Linear(in_dim, half), nn.LayerNorm(half), nn.ReLU(), nn.Dropout(0.1),
+                                     nn.Linear(half, bins.k))
+        else:
+            self.net = nn.Sequential(nn.Linear(in_dim, hidden), nn.GELU(), nn.Dropout(dropout),
+                                     nn.Linear(hidden, bins.k))
 
     @property
     def bins(self) -> LengthBins:
         return LengthBins(self.inner_edges, self.centers)
 
-    @property
-    def scale(self) -> torch.Tensor:
-        """Length unit of the MSE term: the largest bin centre."""
-        return self.centers.max()
-
-    def fit_scaler(self, x: torch.Tensor) -> None:
-        """Set the feature standardisation from training features."""
+    def fit_scaler(self, x: torch.Tensor, lengths: torch.Tensor | None = None) -> None:
+        """Set the feature standardisation from training features and, given the training lengths, the MSE
+        unit (their standard deviation)."""
         self.feat_mean.copy_(x.mean(0))
         self.feat_std.copy_(x.std(0, unbiased=False).clamp_min(1e-6))
+        if lengths is not None:
+            self.length_scale.copy_(lengths.float().std(unbiased=False).clamp_min(1.0))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net((x - self.feat_mean) / self.feat_std)
@@ -101,13 +145,14 @@ class SoftLabelHead(nn.Module):
 
 def soft_label_loss(head: SoftLabelHead, logits: torch.Tensor, lengths: torch.Tensor,
                     lam: float = 0.95) -> torch.Tensor:
-    """``lam * CE(soft labels, softmax(logits)) + (1 - lam) * MSE(y / scale, y_hat / scale)``."""
+    """``lam * CE(soft labels, softmax(logits)) + (1 - lam) * MSE(y / s, y_hat / s)``, ``s`` the length scale."""
     target = soft_labels(head.bins.index(lengths), head.bins.k)
     ce = -(target * torch.log_softmax(logits, dim=-1)).sum(-1).mean()
     return lam * ce + (1 - lam) * normalized_mse(head, logits, lengths)
 
 
 def normalized_mse(head: SoftLabelHead, logits: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """The head's MSE term: squared error of the expected length in units of the largest bin centre."""
-    err = (head.expected_length(logits) - lengths.float()) / head.scale
+    """The head's MSE term: squared error of the expected length in units of the training lengths' standard
+    deviation (the constant-mean predictor scores 1)."""
+    err = (head.expected_length(logits) - lengths.float()) / head.length_scale
     return (err ** 2).mean()

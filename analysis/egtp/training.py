@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from analysis.core.soft_label_head import LengthBins, SoftLabelHead, log_bins, soft_label_loss
+from analysis.core.soft_label_head import BINNINGS, LengthBins, SoftLabelHead, soft_label_loss
 from analysis.core.training import fit_minibatch
 
 
@@ -26,6 +26,8 @@ class HeadConfig:
     """Hyper-parameters of a soft-label head and of its training."""
 
     bins: int = 20
+    bins_kind: str = "log"
+    architecture: str = "mlp"
     lam: float = 0.95
     hidden: int = 256
     dropout: float = 0.1
@@ -64,8 +66,11 @@ def train_head(x_train: torch.Tensor, y_train: torch.Tensor, x_val: torch.Tensor
         raise ValueError(f"need at least 2 training samples, got {len(x_train)}")
     torch.manual_seed(cfg.seed)
     x_train, y_train = x_train.float(), y_train.float()
-    head = SoftLabelHead(x_train.shape[1], log_bins(y_train.numpy(), cfg.bins), cfg.hidden, cfg.dropout)
-    head.fit_scaler(x_train)
+    if cfg.bins_kind not in BINNINGS:
+        raise ValueError(f"bins_kind must be one of {sorted(BINNINGS)}, not {cfg.bins_kind!r}")
+    bins = BINNINGS[cfg.bins_kind](y_train.numpy(), cfg.bins)
+    head = SoftLabelHead(x_train.shape[1], bins, cfg.hidden, cfg.dropout, cfg.architecture)
+    head.fit_scaler(x_train, y_train)
     has_val = x_val is not None and y_val is not None and len(x_val) > 0
     val_score = (lambda model: _mae(model, x_val.float(), y_val.float())) if has_val else None
     best_epoch, history = fit_minibatch(
@@ -89,7 +94,7 @@ def save_head(head: SoftLabelHead, path: Path, meta: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in head.state_dict().items()}, str(path))
     arch = {"in_dim": head.net[0].in_features, "hidden": head.net[0].out_features,
-            "dropout": head.net[2].p}
+            "dropout": head.net[-2].p, "architecture": head.architecture}
     path.with_suffix(".json").write_text(json.dumps({"arch": arch, "meta": meta}, indent=1))
     return path
 
@@ -99,7 +104,9 @@ def load_head(path: Path) -> tuple[SoftLabelHead, dict]:
     info = json.loads(Path(path).with_suffix(".json").read_text())
     state = load_file(str(path))
     bins = LengthBins(state["inner_edges"], state["centers"])
-    head = SoftLabelHead(info["arch"]["in_dim"], bins, info["arch"]["hidden"], info["arch"]["dropout"])
+    arch = info["arch"]
+    head = SoftLabelHead(arch["in_dim"], bins, arch["hidden"], arch["dropout"], arch.get("architecture", "mlp"))
+    state.setdefault("length_scale", head.length_scale)  # heads saved before the scale was a buffer
     head.load_state_dict(state)
     return head.eval(), info["meta"]
 

@@ -8,13 +8,13 @@ database) and reports progress through ``on_progress(done, total, label)``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
 import torch
 
-from analysis.core.metrics import constant_mean_mae, mae, mae_by_step
+from analysis.core.metrics import bootstrap_mae, constant_mean_mae, mae, mae_by_step, paired_mae_difference
 from analysis.core.progress import Progress, no_progress
 from analysis.core.soft_label_head import SoftLabelHead
 from analysis.egtp.attribution import (
@@ -114,7 +114,7 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
     runs, y = table.runs, table.lengths()
     masks = {s: torch.tensor((runs["split"] == s).to_numpy()) for s in ("train", "val", "test")}
     dataset_id = store.dataset_id(dataset)
-    rows = []
+    rows, test_predictions = [], {}
     for pooling in poolings:
         x = table.prompt_matrix(pooling)
 
@@ -130,15 +130,65 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
         metrics = {**_metrics(frame), "best_epoch": res.best_epoch}
         pid = store.save_predictor(name, STATIC_KIND, meta, metrics, str(path), dataset_id=dataset_id)
         store.save_predictions(pid, frame)
-        test = frame[frame["split"] == "test"]
-        rows.append({"pooling": pooling, "scenario": "all", "mae": metrics["mae_test"], "n": len(test)})
-        rows += [{"pooling": pooling, "scenario": s, "mae": mae(g["predicted"], g["true"]), "n": len(g)}
-                 for s, g in test.groupby("scenario")]
+        test = frame[frame["split"] == "test"].assign(prompt_id=runs.loc[masks["test"].numpy(), "prompt_id"].values)
+        test_predictions[pooling] = test
+        rows += [{"pooling": pooling, "scenario": s, **_ci_row(g)}
+                 for s, g in [("all", test), *test.groupby("scenario")]]
     ablation = pd.DataFrame(rows)
+    test = next(iter(test_predictions.values()))
+    constant = float(y[masks["train"]].mean())
+    payload = {"rows": ablation.to_dict("records"), "head": asdict(cfg),
+               "constant_mean_mae": _metrics(frame)["mae_test_constant_mean"],
+               "constant": {**_ci_row(test.assign(predicted=constant))},
+               "paired": _paired_rows(test_predictions, constant),
+               "head_variants": _head_variants(table, masks, cfg, test_predictions.get("egtp"), on_progress)}
     store.put_result(ABLATION_KIND, f"pooling ablation {dataset} L{layer}", ablation_config(dataset, layer, alpha),
-                     {"rows": ablation.to_dict("records"), "head": asdict(cfg),
-                      "constant_mean_mae": _metrics(frame)["mae_test_constant_mean"]})
+                     payload)
     return ablation
+
+
+# Head options compared on EGTP pooling: the paper's lambda = 0.95 against CE only, log against linear bins,
+# and the architecture a public reimplementation note quotes for the official code (unverified).
+HEAD_VARIANTS = {"lambda = 1.0 (CE only)": {"lam": 1.0}, "linear bins": {"bins_kind": "linear"},
+                 "official head (p1-p99 bins)": {"architecture": "official", "bins_kind": "p1-p99"}}
+
+
+def _ci_row(test: pd.DataFrame) -> dict:
+    est = bootstrap_mae(test["predicted"], test["true"], test["prompt_id"])
+    return {"mae": est.value, "mae_lo": est.lo, "mae_hi": est.hi, "n": len(test), "prompts": est.n}
+
+
+def _paired_rows(test_predictions: dict[str, pd.DataFrame], constant: float) -> list[dict]:
+    """EGTP against every other pooling and each pooling against the constant train mean, paired on the same
+    test runs (negative difference: the first is better)."""
+    out = []
+    pairs = [("egtp", other) for other in test_predictions if other != "egtp" and "egtp" in test_predictions]
+    pairs += [(p, "constant") for p in test_predictions]
+    for first, second in pairs:
+        a = test_predictions[first]
+        b = np.full(len(a), constant) if second == "constant" else test_predictions[second]["predicted"]
+        diff = paired_mae_difference(a["predicted"], b, a["true"], a["prompt_id"])
+        out.append({"comparison": f"{first} - {second}", "difference": diff.value, "lo": diff.lo, "hi": diff.hi,
+                    "prompts": diff.n})
+    return out
+
+
+def _head_variants(table: FeatureTable, masks: dict, cfg: HeadConfig, egtp_test: pd.DataFrame | None,
+                   on_progress: Progress) -> list[dict]:
+    """Test MAE of each :data:`HEAD_VARIANTS` head on EGTP-pooled prompts, paired against the default head."""
+    if egtp_test is None:
+        return []
+    x, y = table.prompt_matrix("egtp"), table.lengths()
+    out = [{"variant": "default (lambda = 0.95, log bins, MLP)", **_ci_row(egtp_test)}]
+    for k, (name, overrides) in enumerate(HEAD_VARIANTS.items()):
+        res = train_head(x[masks["train"]], y[masks["train"]], x[masks["val"]], y[masks["val"]],
+                         replace(cfg, **overrides))
+        test = egtp_test.assign(predicted=predict(res.head, x[masks["test"]]))
+        diff = paired_mae_difference(test["predicted"], egtp_test["predicted"], test["true"], test["prompt_id"])
+        out.append({"variant": name, **_ci_row(test), "vs_default": diff.value, "vs_lo": diff.lo,
+                    "vs_hi": diff.hi})
+        on_progress(k + 1, len(HEAD_VARIANTS), "head variants")
+    return out
 
 
 def ablation_config(dataset: str, layer: int = DEFAULT_LAYER, alpha: float = 1.0) -> dict:

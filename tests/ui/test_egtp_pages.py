@@ -7,7 +7,7 @@ from analysis.data.prompts import PromptItem
 from lenscope.cli import main
 from lenscope.jobs.collect import collect_dataset
 from lenscope.jobs.datasets import dataset_runs
-from lenscope.jobs.egtp import ABLATION_KIND, ATTRIBUTION_KIND, PLP_KIND, STATIC_KIND, train_static
+from lenscope.jobs.egtp import ABLATION_KIND, ATTRIBUTION_KIND, HEAD_VARIANTS, PLP_KIND, STATIC_KIND, train_static
 from models.engine import GenerationSettings
 from tests.apptest import open_page
 
@@ -65,6 +65,10 @@ def test_cli_trains_and_stores_everything(trained_dir, use_dir):
     assert (preds["true"] == preds["run_id"].map(runs["output_tokens"])).all()
     ablation = store.results_frame(ABLATION_KIND)["payload"].iloc[0]
     assert {r["pooling"] for r in ablation["rows"]} == {"egtp", "mean", "max", "last"}
+    assert all(r["mae_lo"] <= r["mae"] <= r["mae_hi"] for r in ablation["rows"])
+    assert {"egtp - mean", "egtp - max", "egtp - last", "egtp - constant"} <= {p["comparison"]
+                                                                              for p in ablation["paired"]}
+    assert [v["variant"] for v in ablation["head_variants"]][1:] == list(HEAD_VARIANTS)
     plp = store.predictions_frame(int(store.predictors_frame(PLP_KIND)["predictor_id"].iloc[0]))
     assert (plp["true"] == plp["run_id"].map(runs["output_tokens"]) - plp["step"]).all()
     attribution = store.results_frame(ATTRIBUTION_KIND)["payload"].iloc[0]

@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from analysis.core.soft_label_head import SoftLabelHead, log_bins, normalized_mse, soft_label_loss, soft_labels
@@ -54,3 +55,30 @@ def test_head_learns_a_synthetic_length_signal(tmp_path):
     loaded, meta = load_head(path)
     assert meta == {"note": "test"}
     assert np.allclose(predict(loaded, x[350:]), pred)
+
+
+def test_mse_is_in_units_of_the_training_length_spread():
+    """The constant-mean predictor has MSE 1 in the head's units, so lambda = 0.95 weighs comparable terms."""
+    y = torch.tensor([20.0, 60.0, 100.0, 300.0, 520.0])
+    head = SoftLabelHead(3, log_bins(y.numpy(), k=4), hidden=4)
+    head.fit_scaler(torch.randn(5, 3), y)
+    assert torch.isclose(head.length_scale, y.std(unbiased=False))
+    logits = torch.log(torch.ones(5, 4) / 4)  # uniform distribution: predicts the mean of the bin centres
+    centre_mean = head.centers.mean()
+    expected = (((centre_mean - y) / y.std(unbiased=False)) ** 2).mean()
+    assert torch.isclose(normalized_mse(head, logits, y), expected)
+
+
+@pytest.mark.parametrize("bins_kind, architecture", [("linear", "mlp"), ("p1-p99", "official")])
+def test_head_options_train_save_and_load(tmp_path, bins_kind, architecture):
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(200, 8, generator=gen)
+    y = (80 + 50 * torch.tanh(x[:, 0])).round()
+    cfg = HeadConfig(epochs=30, hidden=16, bins_kind=bins_kind, architecture=architecture)
+    res = train_head(x[:150], y[:150], x[150:175], y[150:175], cfg)
+    pred = predict(res.head, x[175:])
+    assert np.abs(pred - y[175:].numpy()).mean() < (y[175:] - y[:150].mean()).abs().mean().item()
+    loaded, _ = load_head(save_head(res.head, tmp_path / "h.safetensors", {}))
+    assert loaded.architecture == architecture and np.allclose(predict(loaded, x[175:]), pred)
+    if architecture == "official":
+        assert isinstance(loaded.net[1], torch.nn.LayerNorm) and loaded.net[0].out_features == 4
