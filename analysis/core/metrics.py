@@ -87,3 +87,60 @@ def paired_mae_difference(predicted_a, predicted_b, true, groups=None, n_boot: i
     t = np.asarray(true, dtype=float)
     diff = np.abs(np.asarray(predicted_a, dtype=float) - t) - np.abs(np.asarray(predicted_b, dtype=float) - t)
     return _bootstrap(*_cluster_sums(diff, groups), n_boot, level, seed)
+
+
+def kendall_tau(predicted, true) -> float:
+    """Kendall's tau-b between predicted and true lengths (NaN with fewer than 2 rows or no variation)."""
+    from scipy.stats import kendalltau
+
+    p, t = np.asarray(predicted, dtype=float), np.asarray(true, dtype=float)
+    if p.size < 2 or np.ptp(p) == 0 or np.ptp(t) == 0:
+        return float("nan")
+    return float(kendalltau(p, t).statistic)
+
+
+DYNAMIC_STEPS = 32  # dynamic MAE: remaining length at steps 0..DYNAMIC_STEPS
+EVALUATION_SPLITS = ("test", "val", "train")
+
+
+def _per_step_constant(train: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
+    """The constant reference for ``rows``: the train split's mean true value at the same step."""
+    means = train.groupby("step")["true"].mean()
+    return rows["step"].map(means).to_numpy(dtype=float)
+
+
+def prediction_metrics(frame: pd.DataFrame, dynamic_steps: int = DYNAMIC_STEPS) -> dict:
+    """The one metrics layout of every predictor, from its predictions (columns run_id, step, predicted, true,
+    split; optional prompt_id and scenario).
+
+    On the evaluation split (test, else val, else train for tiny datasets): static MAE (step 0) and dynamic MAE
+    (steps 0..``dynamic_steps``, when the predictor has later steps), each with a bootstrap 95% CI over prompts,
+    the constant reference (the train split's mean true value at each step) and the paired difference to it
+    with its CI; MAE per split and per scenario and Kendall tau at step 0; run counts per split.
+    """
+    eval_split = next(s for s in EVALUATION_SPLITS if (frame["split"] == s).any())
+    groups = "prompt_id" if "prompt_id" in frame else "run_id"
+    train, ev = frame[frame["split"] == "train"], frame[frame["split"] == eval_split]
+    static = frame[frame["step"] == 0]
+    out = {"eval_split": eval_split, "n_runs": int(ev["run_id"].nunique()),
+           "n": static["split"].value_counts().to_dict(),
+           "mae_by_split": {s: mae(g["predicted"], g["true"]) for s, g in static.groupby("split")}}
+    spans = [("static", ev[ev["step"] == 0])]
+    if (frame["step"] > 0).any():
+        spans.append(("dynamic", ev[ev["step"] <= dynamic_steps]))
+    for key, rows in spans:
+        if rows.empty:
+            continue
+        est = bootstrap_mae(rows["predicted"], rows["true"], rows[groups])
+        out.update({f"{key}_mae": est.value, f"{key}_mae_lo": est.lo, f"{key}_mae_hi": est.hi})
+        constant = _per_step_constant(train, rows)
+        if train.empty or np.isnan(constant).any():
+            continue
+        diff = paired_mae_difference(rows["predicted"], constant, rows["true"], rows[groups])
+        out.update({f"constant_{key}_mae": mae(constant, rows["true"]), f"{key}_vs_constant": diff.value,
+                    f"{key}_vs_constant_lo": diff.lo, f"{key}_vs_constant_hi": diff.hi})
+    first = ev[ev["step"] == 0]
+    if "scenario" in first:
+        out["mae_by_scenario"] = {s: mae(g["predicted"], g["true"]) for s, g in first.groupby("scenario")}
+    out["kendall_tau"] = kendall_tau(first["predicted"], first["true"]) if len(first) else float("nan")
+    return out

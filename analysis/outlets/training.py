@@ -15,14 +15,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from analysis.core.metrics import constant_mean_mae, mae
 from analysis.outlets.probes import remaining_length_samples
 from analysis.outlets.speculative import acceptance_counts, greedy_chain
 from models.drafter import Drafter, length_from_log, log_length
 
 LENGTH_WEIGHT = 0.1      # lambda of the OUTLETS objective
 L2_WEIGHT = 1e-5         # gamma: L2 on the length MLP
-DYNAMIC_STEPS = 32       # dynamic MAE: steps 0..DYNAMIC_STEPS
 
 
 @dataclass(frozen=True)
@@ -214,25 +212,3 @@ def example_acceptance(drafter: Drafter, ex: DrafterExample, k: int) -> tuple[to
     drafts = drafter.draft([h[0] for h in hidden], next_ids[0], starts, k)
     greedy, derivable = greedy_chain(ex.input_ids, ex.target_ids[:, 0], starts, k)
     return acceptance_counts(drafts, greedy, derivable)
-
-
-def static_dynamic_mae(frame: pd.DataFrame, dynamic_steps: int = DYNAMIC_STEPS) -> dict[str, float | None]:
-    """MAE at step 0 (static) and over steps 0..dynamic_steps (dynamic) of a predictions frame."""
-    def _mae(rows: pd.DataFrame) -> float | None:
-        return None if rows.empty else mae(rows["predicted"], rows["true"])
-    return {"static_mae": _mae(frame[frame["step"] == 0]),
-            "dynamic_mae": _mae(frame[frame["step"] <= dynamic_steps]),
-            "n_runs": int(frame["run_id"].nunique())}
-
-
-def evaluation_metrics(frame: pd.DataFrame, eval_split: str, dynamic_steps: int = DYNAMIC_STEPS) -> dict:
-    """Static/dynamic MAE on ``eval_split`` next to those of the constant baseline: the mean true
-    remaining length of the train split at the same steps (step 0, resp. steps 0..dynamic_steps)."""
-    evaluated = frame[frame["split"] == eval_split]
-    train = frame[frame["split"] == "train"]
-    constant = {}
-    for key, steps in (("static", [0]), ("dynamic", range(dynamic_steps + 1))):
-        fit, rows = train[train["step"].isin(steps)], evaluated[evaluated["step"].isin(steps)]
-        constant[f"constant_{key}_mae"] = (None if fit.empty or rows.empty
-                                           else constant_mean_mae(fit["true"], rows["true"]))
-    return {**static_dynamic_mae(evaluated, dynamic_steps), **constant, "eval_split": eval_split}

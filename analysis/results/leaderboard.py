@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.core.metrics import bootstrap_mae, mae, paired_mae_difference
+from analysis.core.metrics import bootstrap_mae, kendall_tau, mae, paired_mae_difference
 from analysis.data.scenarios import SCENARIOS
 
 FRAME_COLUMNS = ["predictor_id", "predictor", "family", "dataset", "run_id", "prompt_id", "scenario", "step",
@@ -21,16 +21,6 @@ REFERENCE = "constant (train mean)"
 ALL = "all"
 UNLABELLED = "unlabelled"
 N_BOOT = 1000
-
-
-def kendall_tau(predicted, true) -> float:
-    """Kendall's tau-b between predicted and true lengths (NaN with fewer than 2 rows or no variation)."""
-    from scipy.stats import kendalltau
-
-    p, t = np.asarray(predicted, dtype=float), np.asarray(true, dtype=float)
-    if p.size < 2 or np.ptp(p) == 0 or np.ptp(t) == 0:
-        return float("nan")
-    return float(kendalltau(p, t).statistic)
 
 
 def attach_runs(predictions: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

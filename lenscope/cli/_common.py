@@ -7,6 +7,21 @@ import argparse
 from tqdm import tqdm
 
 
+def metrics_line(m: dict) -> str:
+    """Static (and dynamic) MAE with 95% CIs and the paired difference to the constant reference, on the
+    evaluation split: the CLI's summary of :func:`analysis.core.metrics.prediction_metrics`."""
+    parts = []
+    for key in ("static", "dynamic"):
+        if f"{key}_mae" not in m:
+            continue
+        text = f"{key} MAE {m[f'{key}_mae']:.1f} [{m[f'{key}_mae_lo']:.1f}, {m[f'{key}_mae_hi']:.1f}]"
+        if f"{key}_vs_constant" in m:
+            text += (f" vs constant {m[f'constant_{key}_mae']:.1f}: {m[f'{key}_vs_constant']:+.1f} "
+                     f"[{m[f'{key}_vs_constant_lo']:+.1f}, {m[f'{key}_vs_constant_hi']:+.1f}]")
+        parts.append(text)
+    return "; ".join(parts) + f" on {m['eval_split']} ({m['n_runs']} runs)"
+
+
 def add_censoring_arg(parser: argparse.ArgumentParser) -> None:
     """``--include-censored``: also train and score on runs cut at the token cap (left out by default)."""
     parser.add_argument("--include-censored", action="store_true",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.cli._common import PhaseBars, add_censoring_arg, add_model_args, load_target
+from lenscope.cli._common import PhaseBars, add_censoring_arg, add_model_args, load_target, metrics_line
 
 
 def register(subparsers) -> None:
@@ -43,7 +43,5 @@ def run(args: argparse.Namespace) -> int:
         bars.close()
     for r in results:
         m = r.metrics
-        split = m["eval_split"]
-        print(f"{r.name}: MAE {m['mae_' + split]:.1f} on {split} "
-              f"(constant mean {m['mae_constant_mean']:.1f}), Kendall tau {m['kendall_tau']:.3f}")
+        print(f"{r.name}: {metrics_line(m)}, Kendall tau {m['kendall_tau']:.3f}")
     return 0

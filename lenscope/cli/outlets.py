@@ -4,7 +4,6 @@ MLP probe on one target layer), both trained on a collected dataset and register
 from __future__ import annotations
 
 import argparse
-import json
 
 from analysis.outlets.training import VARIANTS
 from lenscope.cli import _common
@@ -42,8 +41,7 @@ def _positive(value: int, name: str) -> None:
 
 
 def _report(result) -> None:
-    shown = {k: v for k, v in result.metrics.items() if k != "history"}
-    print(f"registered {result.name} (predictor {result.predictor_id}): {json.dumps(shown)}")
+    print(f"registered {result.name} (predictor {result.predictor_id}): {_common.metrics_line(result.metrics)}")
 
 
 def _bar_callback(bar):

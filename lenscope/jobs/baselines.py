@@ -33,7 +33,7 @@ from analysis.baselines.proxy import (
     train_regressor,
 )
 from analysis.baselines.trail import train_trail
-from analysis.core.metrics import constant_mean_mae, mae
+from analysis.core.metrics import prediction_metrics
 from analysis.core.progress import Progress, no_progress
 from analysis.egtp.training import HeadConfig, save_head
 from analysis.results.leaderboard import (
@@ -218,18 +218,6 @@ FITTERS = {"ssjf-reg": _fit_ssjf_reg, "ssjf-mc": _bucket_fitter("log"), "s3": _b
            "trail": _fit_trail, "pia": _fit_pia, "ltr": _fit_ltr}
 
 
-def baseline_metrics(frame: pd.DataFrame) -> dict:
-    """MAE per split; on the evaluation split (test, else val, else train): MAE per scenario, Kendall tau and
-    the MAE of the constant train-mean predictor."""
-    eval_split = evaluation_split(frame["split"])
-    ev = frame[frame["split"] == eval_split]
-    return {**{f"mae_{s}": mae(g["predicted"], g["true"]) for s, g in frame.groupby("split")},
-            "eval_split": eval_split, "kendall_tau": kendall_tau(ev["predicted"], ev["true"]),
-            "mae_constant_mean": constant_mean_mae(frame.loc[frame["split"] == "train", "true"], ev["true"]),
-            "mae_by_scenario": {s: mae(g["predicted"], g["true"]) for s, g in ev.groupby("scenario")},
-            "n": frame["split"].value_counts().to_dict()}
-
-
 def train_baseline(store: Store, dataset: str, baseline: str, target: TargetModel | None = None,
                    config: BaselineConfig | None = None, data: BaselineData | None = None,
                    on_progress: Progress = no_progress) -> JobResult:
@@ -243,7 +231,7 @@ def train_baseline(store: Store, dataset: str, baseline: str, target: TargetMode
     fitted = FITTERS[baseline](store, data, cfg, out, on_progress, target)
     frame = data.runs[["run_id", "split", "scenario"]].assign(step=0, predicted=fitted.predicted,
                                                                true=data.lengths.numpy())
-    metrics = {**baseline_metrics(frame), **fitted.metrics}
+    metrics = {**prediction_metrics(frame.assign(prompt_id=data.runs["prompt_id"].values)), **fitted.metrics}
     pid = store.save_predictor(name, BASELINE_KIND, {"baseline": baseline, "dataset": dataset,
                                                      "description": DESCRIPTIONS[baseline], **asdict(cfg),
                                                      **fitted.config,

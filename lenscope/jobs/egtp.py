@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analysis.core.metrics import bootstrap_mae, constant_mean_mae, mae, mae_by_step, paired_mae_difference
+from analysis.core.metrics import bootstrap_mae, mae_by_step, paired_mae_difference, prediction_metrics
 from analysis.core.progress import Progress, no_progress
 from analysis.core.soft_label_head import SoftLabelHead
 from analysis.egtp.attribution import (
@@ -78,17 +78,6 @@ def _check_splits(table: FeatureTable) -> None:
         raise ValueError(f"need at least 2 train and 1 test runs, have {counts.to_dict()}; collect more runs")
 
 
-def _metrics(frame: pd.DataFrame) -> dict:
-    """MAE per split and, on the test split, per scenario (plus the constant train-mean baseline)."""
-    out = {f"mae_{s}": mae(g["predicted"], g["true"]) for s, g in frame.groupby("split")}
-    test = frame[frame["split"] == "test"]
-    out["mae_test_by_scenario"] = {s: mae(g["predicted"], g["true"]) for s, g in test.groupby("scenario")}
-    out["mae_test_constant_mean"] = (constant_mean_mae(frame.loc[frame["split"] == "train", "true"], test["true"])
-                                     if len(test) else None)
-    out["n"] = frame["split"].value_counts().to_dict()
-    return out
-
-
 def predictor_name(kind: str, dataset: str, layer: int, pooling: str = "egtp") -> str:
     return f"{kind}-{pooling}-{dataset}-L{layer}"
 
@@ -127,7 +116,8 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
         meta = {"pooling": pooling, "layer": layer, "alpha": alpha, "dataset": dataset, "head": asdict(cfg),
                 "include_censored": include_censored}
         path = save_head(res.head, _artifact(name), meta)
-        metrics = {**_metrics(frame), "best_epoch": res.best_epoch}
+        metrics = {**prediction_metrics(frame.assign(prompt_id=runs["prompt_id"].values)),
+                   "best_epoch": res.best_epoch}
         pid = store.save_predictor(name, STATIC_KIND, meta, metrics, str(path), dataset_id=dataset_id)
         store.save_predictions(pid, frame)
         test = frame[frame["split"] == "test"].assign(prompt_id=runs.loc[masks["test"].numpy(), "prompt_id"].values)
@@ -138,7 +128,7 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
     test = next(iter(test_predictions.values()))
     constant = float(y[masks["train"]].mean())
     payload = {"rows": ablation.to_dict("records"), "head": asdict(cfg),
-               "constant_mean_mae": _metrics(frame)["mae_test_constant_mean"],
+               "constant_mean_mae": metrics.get("constant_static_mae"),
                "constant": {**_ci_row(test.assign(predicted=constant))},
                "paired": _paired_rows(test_predictions, constant),
                "head_variants": _head_variants(table, masks, cfg, test_predictions.get("egtp"), on_progress)}
@@ -243,7 +233,7 @@ def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: flo
             "generated_summary": "egtp", "head": asdict(cfg), "include_censored": include_censored}
     path = save_head(res.head, _artifact(name), meta)
     curve = mae_by_step(frame[frame["split"] == "test"], EVAL_STEPS)
-    metrics = {**_metrics(frame[frame["step"] == 0]), "best_epoch": res.best_epoch,
+    metrics = {**prediction_metrics(frame), "best_epoch": res.best_epoch,
                "test_mae_by_step": curve.to_dict("records")}
     dataset_id = store.dataset_id(dataset)
     pid = store.save_predictor(name, PLP_KIND, meta, metrics, str(path), dataset_id=dataset_id)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.core.metrics import prediction_metrics
 from analysis.core.progress import Progress, no_progress
 from analysis.outlets.probes import (
     LengthProbe,
@@ -21,7 +22,6 @@ from analysis.outlets.speculative import acceptance_length, acceptance_rates
 from analysis.outlets.training import (
     VARIANTS,
     DrafterExample,
-    evaluation_metrics,
     example_acceptance,
     get_variant,
     predict_example,
@@ -105,7 +105,7 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
         evaluated, accepted = evaluated + e, accepted + a
         on_progress(i + 1, len(eval_examples), "acceptance")
     rates = acceptance_rates(evaluated, accepted)
-    metrics = {**evaluation_metrics(predictions, eval_split), "acceptance": rates,
+    metrics = {**prediction_metrics(predictions), "acceptance": rates,
                "acceptance_evaluated": evaluated.tolist(),
                "tau": acceptance_length(rates), "history": history,
                "train_runs": len(train), "runs": len(examples)}
@@ -157,8 +157,7 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: s
                                     "predicted": probe.predict(feats[torch.as_tensor(keep)]).numpy(),
                                     "true": rem[keep], "split": split}))
     predictions = pd.concat(frames, ignore_index=True)
-    eval_split = evaluation_split(r[1] for r in rows)
-    metrics = {**evaluation_metrics(predictions, eval_split), "train_samples": len(x)}
+    metrics = {**prediction_metrics(predictions), "train_samples": len(x)}
     name = probe_name(dataset, layer, mode)
     path = probe.save(get_settings().artifact_dir / "probes" / name.replace(":", "-"))
     pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layer, "mode": mode,

@@ -22,8 +22,8 @@ from analysis.baselines.proxy import (
     train_regressor,
 )
 from analysis.baselines.trail import train_trail
+from analysis.core.metrics import kendall_tau
 from analysis.egtp.training import HeadConfig
-from analysis.results.leaderboard import kendall_tau
 
 
 @pytest.fixture(scope="module")

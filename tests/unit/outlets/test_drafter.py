@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis.core.metrics import mae
+from analysis.core.metrics import mae, prediction_metrics
 from analysis.outlets.probes import remaining_length_samples
 from analysis.outlets.speculative import acceptance_counts, acceptance_length, acceptance_rates, greedy_chain
-from analysis.outlets.training import VARIANTS, DrafterExample, evaluation_metrics, predict_example, train_drafter
+from analysis.outlets.training import VARIANTS, DrafterExample, predict_example, train_drafter
 from models.drafter import Drafter, DrafterConfig, GatedSelfAttention, log_length, rotary
 
 V, D, HEADS = 64, 32, 4
@@ -148,15 +148,18 @@ def test_trained_length_head_beats_a_constant_on_decodable_lengths():
     assert mae(held_out["predicted"], held_out["true"]) < 0.6 * mae(np.full(len(held_out), constant), held_out["true"])
 
 
-def test_evaluation_metrics_report_the_constant_train_mean_baseline():
-    frame = pd.DataFrame({"run_id": [1, 1, 2, 2, 3, 3], "step": [0, 40, 0, 40, 0, 40],
-                          "predicted": [10.0, 5.0, 20.0, 5.0, 12.0, 1.0], "true": [10, 1, 30, 2, 14, 3],
-                          "split": ["train", "train", "train", "train", "test", "test"]})
-    metrics = evaluation_metrics(frame, "test")
+def test_metrics_report_the_per_step_constant_train_mean_baseline():
+    frame = pd.DataFrame({"run_id": [1, 1, 1, 2, 2, 2, 3, 3, 3], "step": [0, 10, 40, 0, 10, 40, 0, 10, 40],
+                          "predicted": [10.0, 0, 5.0, 20.0, 0, 5.0, 12.0, 6.0, 1.0],
+                          "true": [10, 0, 1, 30, 20, 2, 14, 4, 3],
+                          "split": ["train"] * 6 + ["test"] * 3})
+    metrics = prediction_metrics(frame)
     assert metrics["static_mae"] == pytest.approx(2.0) and metrics["dynamic_mae"] == pytest.approx(2.0)
     assert metrics["constant_static_mae"] == pytest.approx(6.0)     # train step-0 mean 20 vs 14
-    assert metrics["constant_dynamic_mae"] == pytest.approx(6.0)    # steps 0..32 only: same rows
-    assert metrics["eval_split"] == "test" and metrics["n_runs"] == 1
+    # step 10: the train mean at step 10 (10) against 4, not one mean pooled over steps 0..32
+    assert metrics["constant_dynamic_mae"] == pytest.approx((6.0 + 6.0) / 2)
+    assert metrics["static_vs_constant"] == pytest.approx(-4.0)
+    assert metrics["eval_split"] == "test" and metrics["n_runs"] == 1 and metrics["n"] == {"train": 2, "test": 1}
 
 
 def test_sd_only_length_loss_does_not_move_the_backbone():
