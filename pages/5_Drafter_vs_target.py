@@ -8,8 +8,14 @@ import streamlit as st
 from lenscope.app.outlets import curves_section, train_section
 from lenscope.app.runner import run_job
 from lenscope.app.widgets import get_store, model_picker
-from lenscope.figures.outlets import ablation_table, acceptance_figure, mae_by_step_figure, umap_figure
-from lenscope.jobs.outlets import UMAP_KIND, representation_umap_job, step_predictions, umap_config
+from lenscope.figures.outlets import (
+    ablation_table,
+    acceptance_figure,
+    mae_by_step_figure,
+    paired_comparison_table,
+    umap_figure,
+)
+from lenscope.jobs.outlets import UMAP_KIND, compare_predictors, representation_umap_job, step_predictions, umap_config
 
 st.set_page_config(page_title="Drafter vs target · lenscope", layout="wide")
 st.title("Drafter vs target")
@@ -29,6 +35,14 @@ if drafters.empty:
 predictors = pd.concat([drafters, probes], ignore_index=True)
 st.subheader("Ablations")
 st.dataframe(ablation_table(predictors), hide_index=True)
+if not probes.empty:
+    st.subheader("Drafter vs probe, paired on the same test runs")
+    c1, c2 = st.columns(2)
+    first = c1.selectbox("Drafter", drafters["name"].tolist(), key="pair_drafter")
+    second = c2.selectbox("Probe", probes["name"].tolist(), key="pair_probe")
+    ids = predictors.set_index("name")["predictor_id"]
+    st.dataframe(paired_comparison_table(compare_predictors(store, int(ids[first]), int(ids[second]))),
+                 hide_index=True)
 
 names = predictors["name"].tolist()
 st.subheader("Dataset-wide MAE by decoding step")

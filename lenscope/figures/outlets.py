@@ -65,8 +65,26 @@ def ablation_table(predictors: pd.DataFrame) -> pd.DataFrame:
         m, c = p.metrics or {}, p.config or {}
         rate = (m.get("acceptance") or [None])[0]
         rows.append({"name": p.name, "kind": p.kind, "variant": c.get("variant", c.get("mode")),
-                     "static MAE": m.get("static_mae"), "constant static MAE": m.get("constant_static_mae"),
-                     "dynamic MAE (steps 0-32)": m.get("dynamic_mae"),
-                     "constant dynamic MAE": m.get("constant_dynamic_mae"),
-                     "acceptance step 1": rate, "tau": m.get("tau"), "eval split": m.get("eval_split")})
+                     "static MAE [95% CI]": _interval(m, "static_mae"),
+                     "static vs constant [95% CI]": _interval(m, "static_vs_constant", signed=True),
+                     "dynamic MAE, steps 0-32 [95% CI]": _interval(m, "dynamic_mae"),
+                     "dynamic vs constant [95% CI]": _interval(m, "dynamic_vs_constant", signed=True),
+                     "acceptance step 1": rate, "tau": m.get("tau"), "eval split": m.get("eval_split"),
+                     "runs": m.get("n_runs")})
     return pd.DataFrame(rows)
+
+
+def _interval(metrics: dict, key: str, signed: bool = False) -> str:
+    """``value [lo, hi]`` of a metric with its ``_lo``/``_hi`` bounds (empty when absent)."""
+    if metrics.get(key) is None or metrics.get(f"{key}_lo") is None:
+        return ""
+    fmt = "+.1f" if signed else ".1f"
+    return f"{metrics[key]:{fmt}} [{metrics[f'{key}_lo']:{fmt}}, {metrics[f'{key}_hi']:{fmt}}]"
+
+
+def paired_comparison_table(comparisons: list[dict]) -> pd.DataFrame:
+    """Paired MAE differences between two predictors on the same runs and steps, with a plain verdict."""
+    return pd.DataFrame([{"comparison": f"{c['first']} - {c['second']}", "steps": c["steps"],
+                          "difference [95% CI]": f"{c['difference']:+.1f} [{c['lo']:+.1f}, {c['hi']:+.1f}]",
+                          "runs": c["runs"], "verdict": "first better" if c["hi"] < 0 else
+                          "second better" if c["lo"] > 0 else "not distinguishable"} for c in comparisons])

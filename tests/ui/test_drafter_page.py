@@ -6,7 +6,7 @@ import pytest
 
 from lenscope.app import widgets as ui
 from lenscope.figures.outlets import umap_figure
-from lenscope.jobs.outlets import train_drafter_job, train_probe_job
+from lenscope.jobs.outlets import compare_predictors, train_drafter_job, train_probe_job
 from tests.apptest import open_page
 from tests.unit.outlets.test_drafter import make_tiny_dataset
 
@@ -46,7 +46,11 @@ def test_page_trains_from_buttons_then_shows_charts_and_curves(page_env, target)
     assert not at.exception
     table = at.dataframe[0].value
     assert set(table["name"]) == {"drafter:pagetiny:outlets", "probe:pagetiny:L15:regression"}
-    assert {"constant static MAE", "constant dynamic MAE"} <= set(table.columns)
+    assert {"static vs constant [95% CI]", "dynamic vs constant [95% CI]"} <= set(table.columns)
+    ids = store.predictors_frame().set_index("name")["predictor_id"]
+    expected = compare_predictors(store, int(ids["drafter:pagetiny:outlets"]),
+                                  int(ids["probe:pagetiny:L15:regression"]))
+    assert len(at.dataframe[1].value) == len(expected)     # drafter vs probe, paired on the same test runs
     charts = at.get("plotly_chart")
     assert len(charts) == 2                                # MAE by step, acceptance by step
     assert "UMAP" in " ".join(i.value for i in at.info)    # not computed yet: a button offers it

@@ -249,3 +249,21 @@ def test_cli_end_to_end_on_tiny_store(store, target, monkeypatch, capsys):
     assert len(payload["drafter"]) == len(payload["target"]) == len(payload["remaining"]) <= 20
     assert min(payload["remaining"]) >= 1 and payload["layer"] == 15
     assert store.get_result(UMAP_KIND, umap_config(pid, 15, 20)) == payload
+
+
+def test_compare_predictors_pairs_the_same_test_runs_and_steps(store):
+    from cache.store import NewRun
+    from lenscope.jobs.outlets import compare_predictors
+    from tests.fakes import fake_generation, fake_target
+
+    run_ids = store.save_runs(fake_target(), [NewRun(f"prompt {i}", fake_generation(4, 6, seed=i)) for i in range(6)])
+    rows = pd.DataFrame([{"run_id": r, "step": s, "true": 6.0 - s, "split": "test" if k < 4 else "train"}
+                         for k, r in enumerate(run_ids) for s in range(3)])
+    good = store.save_predictor("good", "drafter", {}, {})
+    bad = store.save_predictor("bad", "probe", {}, {})
+    store.save_predictions(good, rows.assign(predicted=rows["true"] + 1))
+    store.save_predictions(bad, rows.assign(predicted=rows["true"] + 3))
+    static, dynamic = compare_predictors(store, good, bad, max_step=2)
+    assert (static["steps"], dynamic["steps"]) == ("0", "0-2")
+    assert static["difference"] == pytest.approx(-2.0) and static["runs"] == 4  # train runs left out
+    assert dynamic["hi"] == pytest.approx(-2.0) and dynamic["lo"] == pytest.approx(-2.0)
