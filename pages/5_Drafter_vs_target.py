@@ -15,7 +15,8 @@ from lenscope.figures.outlets import (
     paired_comparison_table,
     umap_figure,
 )
-from lenscope.jobs.outlets import UMAP_KIND, compare_predictors, representation_umap_job, step_predictions, umap_config
+from lenscope.jobs.outlets import UMAP_KIND, representation_umap_job, step_predictions, umap_config
+from lenscope.jobs.results import compare_predictors
 
 st.set_page_config(page_title="Drafter vs target · lenscope", layout="wide")
 st.title("Drafter vs target")

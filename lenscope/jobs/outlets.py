@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analysis.core.metrics import paired_mae_difference, prediction_metrics
+from analysis.core.metrics import prediction_metrics
 from analysis.core.progress import Progress, no_progress
 from analysis.outlets.probes import (
     LengthProbe,
@@ -212,25 +212,6 @@ def step_predictions(store: Store, predictors: pd.DataFrame, names: Sequence[str
             frame = frame[frame["split"] == (row["metrics"] or {}).get("eval_split", "test")]
         frames[name] = frame
     return frames
-
-
-def compare_predictors(store: Store, first: int, second: int, max_step: int = 32) -> list[dict]:
-    """Paired MAE difference (first minus second) on the runs and steps both predicted, on the test split,
-    at step 0 (static) and over steps 0..``max_step`` (dynamic), with bootstrap CIs over prompts."""
-    names = store.predictors_frame().set_index("predictor_id")["name"]
-    a, b = store.predictions_frame(first), store.predictions_frame(second)
-    both = a.merge(b, on=["run_id", "step"], suffixes=("_a", "_b"))
-    both = both[(both["split_a"] == "test") & (both["step"] <= max_step)]
-    prompts = store.runs_frame().set_index("run_id")["prompt_id"]
-    out = []
-    for label, rows in (("0", both[both["step"] == 0]), (f"0-{max_step}", both)):
-        if rows.empty:
-            continue
-        groups = rows["run_id"].map(prompts)
-        diff = paired_mae_difference(rows["predicted_a"], rows["predicted_b"], rows["true_a"], groups)
-        out.append({"first": names[first], "second": names[second], "steps": label, "difference": diff.value,
-                    "lo": diff.lo, "hi": diff.hi, "runs": diff.n})
-    return out
 
 
 def umap_config(predictor_id: int, layer: int, n_points: int) -> dict:

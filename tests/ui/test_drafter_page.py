@@ -6,7 +6,8 @@ import pytest
 
 from lenscope.app import widgets as ui
 from lenscope.figures.outlets import umap_figure
-from lenscope.jobs.outlets import compare_predictors, train_drafter_job, train_probe_job
+from lenscope.jobs.outlets import train_drafter_job, train_probe_job
+from lenscope.jobs.results import compare_predictors
 from tests.apptest import open_page
 from tests.unit.outlets.test_drafter import make_tiny_dataset
 

@@ -253,7 +253,7 @@ def test_cli_end_to_end_on_tiny_store(store, target, monkeypatch, capsys):
 
 def test_compare_predictors_pairs_the_same_test_runs_and_steps(store):
     from cache.store import NewRun
-    from lenscope.jobs.outlets import compare_predictors
+    from lenscope.jobs.results import compare_predictors
     from tests.fakes import fake_generation, fake_target
 
     run_ids = store.save_runs(fake_target(), [NewRun(f"prompt {i}", fake_generation(4, 6, seed=i)) for i in range(6)])
