@@ -64,7 +64,10 @@ def dataset_picker(store: Store) -> str | None:
         return None
     default = names.index("dev") if "dev" in names else 0
     name = st.sidebar.selectbox("Dataset", names, index=default)
-    st.sidebar.caption(dataset_counts(store, name).caption())
+    try:
+        st.sidebar.caption(dataset_counts(store, name).caption())
+    except ValueError as exc:  # a dataset whose collection stored nothing yet
+        st.sidebar.caption(str(exc))
     return name
 
 

@@ -226,7 +226,7 @@ def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: flo
                      None if s_val is None else torch.tensor(s_val["true"].to_numpy(), dtype=torch.float32),
                      cfg, lambda e, n, row: on_progress(e, n, "train plp"))
     x_all, frame = plp_samples(table, runs["run_id"].tolist(), EVAL_STEPS)
-    frame = frame.merge(runs[["run_id", "split", "scenario"]], on="run_id")
+    frame = frame.merge(runs[["run_id", "prompt_id", "split", "scenario"]], on="run_id")
     frame["predicted"] = predict(res.head, x_all)
     name = predictor_name(PLP_KIND, dataset, layer)
     meta = {"layer": layer, "alpha": alpha, "dataset": dataset, "prompt_pooling": "egtp",

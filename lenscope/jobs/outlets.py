@@ -105,7 +105,9 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
         evaluated, accepted = evaluated + e, accepted + a
         on_progress(i + 1, len(eval_examples), "acceptance")
     rates = acceptance_rates(evaluated, accepted)
-    metrics = {**prediction_metrics(predictions), "acceptance": rates,
+    prompts = {ex.run_id: ex.prompt_id for ex in examples}
+    metrics = {**prediction_metrics(predictions.assign(prompt_id=predictions["run_id"].map(prompts))),
+               "acceptance": rates,
                "acceptance_evaluated": evaluated.tolist(),
                "tau": acceptance_length(rates), "history": history,
                "train_runs": len(train), "runs": len(examples)}
@@ -157,7 +159,9 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: s
                                     "predicted": probe.predict(feats[torch.as_tensor(keep)]).numpy(),
                                     "true": rem[keep], "split": split}))
     predictions = pd.concat(frames, ignore_index=True)
-    metrics = {**prediction_metrics(predictions), "train_samples": len(x)}
+    prompts = runs.set_index("run_id")["prompt_id"]
+    metrics = {**prediction_metrics(predictions.assign(prompt_id=predictions["run_id"].map(prompts))),
+               "train_samples": len(x)}
     name = probe_name(dataset, layer, mode)
     path = probe.save(get_settings().artifact_dir / "probes" / name.replace(":", "-"))
     pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layer, "mode": mode,
