@@ -95,3 +95,21 @@ def test_generations_round_trip_through_a_file_with_recomputed_features(store, t
     (tmp_path / "bad.jsonl.gz").write_bytes(b"not gzip")
     with pytest.raises(ValueError, match="not a lenscope generations file"):
         import_generations(other, target, tmp_path / "bad.jsonl.gz", "bad")
+
+
+def test_runs_record_where_the_users_content_starts(store, target):
+    """SmolLM2's template puts a fixed 24-token system turn and user header before the user's text; runs
+    record that boundary, and ``system_prompt`` changes the turn (and the run's settings and key)."""
+    default_ids = target.chat_ids("Name a fruit.")
+    assert target.content_start(default_ids) == 24
+    assert target.tokenizer.decode(default_ids[24:]).startswith("Name a fruit.")
+    none_ids = target.chat_ids("Name a fruit.", "none")
+    assert target.tokenizer.decode(none_ids[:target.content_start(none_ids, "none")]).endswith("user\n")
+    assert len(none_ids) < len(default_ids)
+    plain = collect_dataset(store, target, "span", PROMPTS[:1], GenerationSettings(4, 0.7, 1.0, 0))
+    empty = collect_dataset(store, target, "span", PROMPTS[:1], GenerationSettings(4, 0.7, 1.0, 0, "none"))
+    first, second = store.load_run(plain.run_ids[0]), store.load_run(empty.run_ids[0])
+    assert first.content_start == 24 and "system_prompt" not in first.settings
+    assert second.settings["system_prompt"] == "none" and second.content_start == len(none_ids) - (
+        len(default_ids) - 24)
+    assert first.id != second.id
