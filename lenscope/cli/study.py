@@ -1,0 +1,46 @@
+"""``lenscope study``: the whole study as one resumable pipeline (import, collect, train, attribute, claims)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+
+from lenscope.cli._common import PhaseBars, add_model_args, load_target
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def register(subparsers) -> None:
+    from lenscope.jobs.study import SIZES
+
+    p = subparsers.add_parser("study", help="run the study end to end, skipping every step already stored")
+    add_model_args(p)
+    p.add_argument("--size", choices=list(SIZES), default="starter",
+                   help="starter: a first look (minutes on 2 CPU cores); full: the >= 2,000-run study whose "
+                        "generations ship in data/generations/ (imported first); tiny: for tests")
+    p.add_argument("--dataset", default=None, help="dataset name (default: study for full, else the size's name)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cache.store import Store
+    from lenscope.jobs.claims import claims_markdown, claims_table
+    from lenscope.jobs.datasets import dataset_counts
+    from lenscope.jobs.study import run_study
+
+    dataset = args.dataset or ("study" if args.size == "full" else args.size)
+    target = load_target(args)
+    store = Store()
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops between stored results, like Ctrl-C
+    bars = PhaseBars()
+    try:
+        report = run_study(store, target, dataset, args.size, on_progress=bars)
+    finally:
+        bars.close()
+    for step, status in report:
+        print(f"  {step}: {status}")
+    print(f"\ndataset {dataset!r}: {dataset_counts(store, dataset).caption()}\n")
+    print(claims_markdown(claims_table(store, dataset, target.num_layers, target.num_layers // 2)))
+    return 0
