@@ -44,19 +44,21 @@ DRAFTER_VARIANTS = ("outlets", "lp-only", "sd-only")
 
 @dataclass(frozen=True)
 class Chunk:
-    """One collection of the study: ``n`` prompts of a scenario at a token cap (samples and temperature from
-    the scenario: 4 at T = 1.0 for rl, 1 at T = 0.7 otherwise)."""
+    """One collection of the study: ``n`` prompts of a scenario drawn with ``seed`` (also the sampling seed) at
+    a token cap; samples and temperature come from the scenario (4 at T = 1.0 for rl, 1 at T = 0.7 otherwise).
+    A prompt drawn by two chunks of the same settings is one run, found in the store by the second."""
 
     scenario: str
     n: int
     max_new_tokens: int
+    seed: int = 0
 
 
 SIZES = {
     "tiny": (Chunk("chat", 10, 48), Chunk("reasoning", 2, 16), Chunk("rl", 1, 16)),
     "starter": (Chunk("chat", 48, 256), Chunk("reasoning", 12, 256), Chunk("rl", 4, 256), Chunk("long", 6, 256)),
     "full": (Chunk("chat", 1400, 1024), Chunk("reasoning", 104, 1024), Chunk("rl", 105, 1024),
-             Chunk("long", 500, 1024)),
+             Chunk("long", 500, 1024), Chunk("chat", 700, 1024, seed=1)),
 }
 # Training epochs per size (the tiny study only proves the pipeline runs end to end).
 EPOCHS = {"tiny": {"head": 2, "drafter": 1, "probe": 2}, "starter": {"head": 40, "drafter": 3, "probe": 20},
@@ -86,12 +88,13 @@ def _chunk_step(store: Store, target: TargetModel, dataset: str, chunk: Chunk) -
 
     def run(on_progress: Progress):
         budget = long_token_budget(target.context_length, chunk.max_new_tokens)
-        prompts = build_scenario(chunk.scenario, chunk.n, 0, 2000,
+        prompts = build_scenario(chunk.scenario, chunk.n, chunk.seed, 2000,
                                  lambda text: len(target.tokenizer(text)["input_ids"]), budget)
         settings = GenerationSettings(chunk.max_new_tokens, temperature, 1.0, 0)
         return collect_dataset(store, target, dataset, prompts, settings, samples, on_progress=on_progress)
 
-    return Step(f"collect {chunk.scenario} ({chunk.n} prompts x {samples}, cap {chunk.max_new_tokens})",
+    return Step(f"collect {chunk.scenario} ({chunk.n} prompts x {samples}, cap {chunk.max_new_tokens}, "
+                f"seed {chunk.seed})",
                 lambda: False, run)
 
 
