@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.core.splits import evaluation_split
+
 
 def mae(predicted, true) -> float:
     """Mean absolute error."""
@@ -14,15 +16,6 @@ def mae(predicted, true) -> float:
     if p.shape != t.shape or p.size == 0:
         raise ValueError(f"need equal, non-empty shapes, got {p.shape} and {t.shape}")
     return float(np.abs(p - t).mean())
-
-
-def constant_mean_mae(train_true, eval_true) -> float:
-    """MAE on ``eval_true`` of the constant predictor that always says the mean of ``train_true``."""
-    fit = np.asarray(train_true, dtype=float)
-    if fit.size == 0:
-        raise ValueError("the constant baseline needs at least one training length")
-    target = np.asarray(eval_true, dtype=float)
-    return mae(np.full(target.shape, fit.mean()), target)
 
 
 def mae_by_step(frame: pd.DataFrame, max_step: int | None = None) -> pd.DataFrame:
@@ -36,6 +29,20 @@ def mae_by_step(frame: pd.DataFrame, max_step: int | None = None) -> pd.DataFram
     return out.rename(columns={"mean": "mae", "size": "n"})
 
 
+def ci_text(value: float, lo: float, hi: float, signed: bool = False) -> str:
+    """``value [lo, hi]`` to one decimal (with signs for differences)."""
+    fmt = "+.1f" if signed else ".1f"
+    return f"{value:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+
+
+PAIRED_VERDICTS = ("first better", "second better", "not distinguishable")
+
+
+def difference_verdict(lo: float, hi: float, below: str, above: str, neither: str) -> str:
+    """``below`` when the whole CI of a difference is under 0, ``above`` when it is over 0, else ``neither``."""
+    return below if hi < 0 else above if lo > 0 else neither
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A statistic with its bootstrap confidence interval and the number of units resampled (prompts)."""
@@ -46,7 +53,7 @@ class Estimate:
     n: int
 
     def __str__(self) -> str:
-        return f"{self.value:.1f} [{self.lo:.1f}, {self.hi:.1f}]"
+        return ci_text(self.value, self.lo, self.hi)
 
     def excludes_zero(self) -> bool:
         return self.lo > 0 or self.hi < 0
@@ -100,7 +107,6 @@ def kendall_tau(predicted, true) -> float:
 
 
 DYNAMIC_STEPS = 32  # dynamic MAE: remaining length at steps 0..DYNAMIC_STEPS
-EVALUATION_SPLITS = ("test", "val", "train")
 
 
 def _per_step_constant(train: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
@@ -118,7 +124,7 @@ def prediction_metrics(frame: pd.DataFrame, dynamic_steps: int = DYNAMIC_STEPS) 
     the constant reference (the train split's mean true value at each step) and the paired difference to it
     with its CI; MAE per split and per scenario and Kendall tau at step 0; run counts per split.
     """
-    eval_split = next(s for s in EVALUATION_SPLITS if (frame["split"] == s).any())
+    eval_split = evaluation_split(frame["split"])
     groups = "prompt_id" if "prompt_id" in frame else "run_id"
     train, ev = frame[frame["split"] == "train"], frame[frame["split"] == eval_split]
     static = frame[frame["step"] == 0]

@@ -34,6 +34,7 @@ def split_of(task: str, fractions: tuple[float, float, float] = FRACTIONS) -> st
     return "val" if u < fractions[0] + fractions[1] else "test"
 
 
-def split_by_task(tasks: Iterable[str], fractions: tuple[float, float, float] = FRACTIONS) -> dict[str, str]:
-    """Map every distinct task key to ``train``/``val``/``test``."""
-    return {task: split_of(task, fractions) for task in dict.fromkeys(tasks)}
+def evaluation_split(splits: Iterable[str]) -> str:
+    """The split metrics are reported on: test, else val, else train (tiny datasets)."""
+    present = set(splits)
+    return next(s for s in ("test", "val", "train") if s in present)

@@ -6,6 +6,8 @@ import argparse
 
 from tqdm import tqdm
 
+from analysis.core.metrics import ci_text
+
 
 def metrics_line(m: dict) -> str:
     """Static (and dynamic) MAE with 95% CIs and the paired difference to the constant reference, on the
@@ -14,10 +16,10 @@ def metrics_line(m: dict) -> str:
     for key in ("static", "dynamic"):
         if f"{key}_mae" not in m:
             continue
-        text = f"{key} MAE {m[f'{key}_mae']:.1f} [{m[f'{key}_mae_lo']:.1f}, {m[f'{key}_mae_hi']:.1f}]"
+        text = f"{key} MAE {ci_text(m[f'{key}_mae'], m[f'{key}_mae_lo'], m[f'{key}_mae_hi'])}"
         if f"{key}_vs_constant" in m:
-            text += (f" vs constant {m[f'constant_{key}_mae']:.1f}: {m[f'{key}_vs_constant']:+.1f} "
-                     f"[{m[f'{key}_vs_constant_lo']:+.1f}, {m[f'{key}_vs_constant_hi']:+.1f}]")
+            diff = [m[f"{key}_vs_constant{end}"] for end in ("", "_lo", "_hi")]
+            text += f" vs constant {m[f'constant_{key}_mae']:.1f}: {ci_text(*diff, signed=True)}"
         parts.append(text)
     return "; ".join(parts) + f" on {m['eval_split']} ({m['n_runs']} runs)"
 

@@ -8,6 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from analysis.core.metrics import PAIRED_VERDICTS, ci_text, difference_verdict
+
 
 def token_bars(tokens: Sequence[str], entropy: Sequence[float], importance: Sequence[float],
                title: str = "") -> go.Figure:
@@ -86,29 +88,24 @@ def pooled_scatter_points(runs: list[dict], head: str) -> tuple[list[float], lis
     return ([h for r in runs for h in r["entropy"]], [i for r in runs for i in r[f"importance_{head}"]])
 
 
-def _with_ci(value: float, lo: float, hi: float, signed: bool = False) -> str:
-    fmt = "+.1f" if signed else ".1f"
-    return f"{value:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
-
-
 def ablation_pivot(rows: list[dict]) -> pd.DataFrame:
     """Test MAE [95% CI over prompts] by pooling (rows) and scenario (columns) from an ablation's rows."""
     frame = pd.DataFrame(rows)
     if "mae_lo" in frame:
-        frame["mae"] = [_with_ci(r.mae, r.mae_lo, r.mae_hi) for r in frame.itertuples()]
+        frame["mae"] = [ci_text(r.mae, r.mae_lo, r.mae_hi) for r in frame.itertuples()]
     return frame.pivot(index="pooling", columns="scenario", values="mae")
 
 
 def paired_table(paired: list[dict]) -> pd.DataFrame:
     """Paired differences (first minus second, test MAE) with their 95% CI and a plain verdict."""
-    return pd.DataFrame([{"comparison": p["comparison"], "difference [95% CI]": _with_ci(
+    return pd.DataFrame([{"comparison": p["comparison"], "difference [95% CI]": ci_text(
         p["difference"], p["lo"], p["hi"], signed=True), "prompts": p["prompts"],
-        "verdict": "first better" if p["hi"] < 0 else "second better" if p["lo"] > 0 else "not distinguishable"}
+        "verdict": difference_verdict(p["lo"], p["hi"], *PAIRED_VERDICTS)}
         for p in paired])
 
 
 def head_variant_table(variants: list[dict]) -> pd.DataFrame:
     """Head options on EGTP pooling: test MAE [CI] and the paired difference to the default head [CI]."""
-    return pd.DataFrame([{"head": v["variant"], "test MAE [95% CI]": _with_ci(v["mae"], v["mae_lo"], v["mae_hi"]),
-                          "vs default [95% CI]": _with_ci(v["vs_default"], v["vs_lo"], v["vs_hi"], signed=True)
+    return pd.DataFrame([{"head": v["variant"], "test MAE [95% CI]": ci_text(v["mae"], v["mae_lo"], v["mae_hi"]),
+                          "vs default [95% CI]": ci_text(v["vs_default"], v["vs_lo"], v["vs_hi"], signed=True)
                           if "vs_default" in v else "", "prompts": v["prompts"]} for v in variants])

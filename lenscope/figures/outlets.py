@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis.core.metrics import mae_by_step
+from analysis.core.metrics import PAIRED_VERDICTS, ci_text, difference_verdict, mae_by_step
 
 
 def remaining_curves_figure(curves: pd.DataFrame, title: str = "Remaining length of this generation") -> go.Figure:
@@ -78,13 +78,12 @@ def _interval(metrics: dict, key: str, signed: bool = False) -> str:
     """``value [lo, hi]`` of a metric with its ``_lo``/``_hi`` bounds (empty when absent)."""
     if metrics.get(key) is None or metrics.get(f"{key}_lo") is None:
         return ""
-    fmt = "+.1f" if signed else ".1f"
-    return f"{metrics[key]:{fmt}} [{metrics[f'{key}_lo']:{fmt}}, {metrics[f'{key}_hi']:{fmt}}]"
+    return ci_text(metrics[key], metrics[f"{key}_lo"], metrics[f"{key}_hi"], signed)
 
 
 def paired_comparison_table(comparisons: list[dict]) -> pd.DataFrame:
     """Paired MAE differences between two predictors on the same runs and steps, with a plain verdict."""
     return pd.DataFrame([{"comparison": f"{c['first']} - {c['second']}", "steps": c["steps"],
-                          "difference [95% CI]": f"{c['difference']:+.1f} [{c['lo']:+.1f}, {c['hi']:+.1f}]",
-                          "runs": c["runs"], "verdict": "first better" if c["hi"] < 0 else
-                          "second better" if c["lo"] > 0 else "not distinguishable"} for c in comparisons])
+                          "difference [95% CI]": ci_text(c["difference"], c["lo"], c["hi"], signed=True),
+                          "runs": c["runs"], "verdict": difference_verdict(c["lo"], c["hi"], *PAIRED_VERDICTS)}
+                         for c in comparisons])

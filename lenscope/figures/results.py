@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from analysis.core.metrics import ci_text, difference_verdict
 from analysis.results.leaderboard import ALL, scenario_order
 
 
@@ -74,12 +75,12 @@ def comparison_table(scores: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame
     out = []
     for row in overall.itertuples():
         item = {"predictor": row.Index, "runs": int(row.n), "prompts": int(row.prompts),
-                "MAE [95% CI]": f"{row.mae:.1f} [{row.mae_lo:.1f}, {row.mae_hi:.1f}]"}
+                "MAE [95% CI]": ci_text(row.mae, row.mae_lo, row.mae_hi)}
         match = paired[paired["predictor"] == row.Index]
         if not match.empty:
             d = match.iloc[0]
-            item["vs constant [95% CI]"] = f"{d.difference:+.1f} [{d.diff_lo:+.1f}, {d.diff_hi:+.1f}]"
-            item["verdict"] = ("better than constant" if d.diff_hi < 0 else "worse than constant" if d.diff_lo > 0
-                               else "not distinguishable from constant")
+            item["vs constant [95% CI]"] = ci_text(d.difference, d.diff_lo, d.diff_hi, signed=True)
+            item["verdict"] = difference_verdict(d.diff_lo, d.diff_hi, "better than constant",
+                                                 "worse than constant", "not distinguishable from constant")
         out.append(item)
     return pd.DataFrame(out)

@@ -35,13 +35,14 @@ from analysis.baselines.proxy import (
 from analysis.baselines.trail import train_trail
 from analysis.core.metrics import prediction_metrics
 from analysis.core.progress import Progress, no_progress
+from analysis.core.splits import evaluation_split
 from analysis.egtp.training import HeadConfig, save_head
 from analysis.results.leaderboard import (
     kendall_tau,
 )
 from cache.settings import get_settings
 from cache.store import Store, text_hash
-from lenscope.jobs.datasets import JobResult, dataset_runs, evaluation_split
+from lenscope.jobs.datasets import JobResult, dataset_runs
 from lenscope.jobs.features import run_features
 from models.target import TargetModel
 

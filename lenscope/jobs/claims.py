@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.core.metrics import paired_mae_difference
+from analysis.core.metrics import ci_text, difference_verdict, paired_mae_difference
 from cache.store import Store
 from lenscope.jobs.egtp import PAPER_ABLATION, PAPER_PLP, PLP_KIND, STATIC_KIND, predictor_name
 from lenscope.jobs.results import compare_predictors
@@ -34,9 +34,7 @@ class Claim:
 def verdict(lo: float | None, hi: float | None) -> str:
     if lo is None:
         return "not measured (train the predictors first)"
-    if hi < 0:
-        return "reproduced"
-    return "contradicted" if lo > 0 else "not reproduced (inconclusive)"
+    return difference_verdict(lo, hi, "reproduced", "contradicted", "not reproduced (inconclusive)")
 
 
 def _claim(text: str, paper: str, diff: dict | None) -> Claim:
@@ -118,6 +116,6 @@ def claims_markdown(table: pd.DataFrame) -> str:
     lines = ["| claim | paper | ours: MAE difference [95% CI] | runs | verdict |", "|---|---|---|---|---|"]
     for c in table.itertuples():
         measured = c.difference is not None and not pd.isna(c.difference)
-        ours = f"{c.difference:+.1f} [{c.lo:+.1f}, {c.hi:+.1f}]" if measured else ""
+        ours = ci_text(c.difference, c.lo, c.hi, signed=True) if measured else ""
         lines.append(f"| {c.claim} | {c.paper} | {ours} | {c.runs} | {c.verdict} |")
     return "\n".join(lines)

@@ -8,7 +8,6 @@ counted (:class:`DatasetCounts`), and ``include_censored=True`` brings them back
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -57,12 +56,6 @@ def dataset_counts(store: Store, dataset: str, include_censored: bool = False) -
     used = runs if include_censored else runs[~runs["censored"]]
     by_split = {s: int((used["split"] == s).sum()) for s in ("train", "val", "test")}
     return DatasetCounts(len(runs), int(runs["censored"].sum()), len(used), by_split)
-
-
-def evaluation_split(splits: Sequence[str]) -> str:
-    """The split metrics are reported on: test, else val, else train (tiny datasets)."""
-    present = set(splits)
-    return next(s for s in ("test", "val", "train") if s in present)
 
 
 @dataclass

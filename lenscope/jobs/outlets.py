@@ -12,6 +12,7 @@ import torch
 
 from analysis.core.metrics import prediction_metrics
 from analysis.core.progress import Progress, no_progress
+from analysis.core.splits import evaluation_split
 from analysis.outlets.probes import (
     LengthProbe,
     ProbeConfig,
@@ -30,7 +31,7 @@ from analysis.outlets.training import (
 )
 from cache.settings import get_settings
 from cache.store import Store, StoredRun
-from lenscope.jobs.datasets import JobResult, dataset_runs, evaluation_split
+from lenscope.jobs.datasets import JobResult, dataset_runs
 from models.drafter import LENGTH_MODES, Drafter
 from models.target import TargetModel
 

@@ -1,22 +1,16 @@
-"""Error metrics and the constant-mean baseline."""
+"""Error metrics, bootstrap CIs and the per-step constant-mean reference."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.core.metrics import constant_mean_mae, mae, mae_by_step
+from analysis.core.metrics import mae, mae_by_step
 
 
 def test_mae_and_errors():
     assert mae([1, 2, 3], [2, 2, 5]) == pytest.approx(1.0)
     with pytest.raises(ValueError):
         mae([1], [1, 2])
-
-
-def test_constant_mean_mae():
-    assert constant_mean_mae([10, 20], [15, 25, 5]) == pytest.approx((0 + 10 + 10) / 3)
-    with pytest.raises(ValueError, match="training length"):
-        constant_mean_mae([], [1])
 
 
 def test_mae_by_step():
