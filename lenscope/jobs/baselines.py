@@ -230,9 +230,9 @@ def train_baseline(store: Store, dataset: str, baseline: str, target: TargetMode
     name = baseline_name(baseline, dataset)
     out = get_settings().artifact_dir / "baselines" / name.replace(":", "-")
     fitted = FITTERS[baseline](store, data, cfg, out, on_progress, target)
-    frame = data.runs[["run_id", "split", "scenario"]].assign(step=0, predicted=fitted.predicted,
-                                                               true=data.lengths.numpy())
-    metrics = {**prediction_metrics(frame.assign(prompt_id=data.runs["prompt_id"].values)), **fitted.metrics}
+    frame = data.runs[["run_id", "prompt_id", "split", "scenario"]].assign(step=0, predicted=fitted.predicted,
+                                                                           true=data.lengths.numpy())
+    metrics = {**prediction_metrics(frame), **fitted.metrics}
     pid = store.save_predictor(name, BASELINE_KIND, {"baseline": baseline, "dataset": dataset,
                                                      "description": DESCRIPTIONS[baseline], **asdict(cfg),
                                                      **fitted.config,

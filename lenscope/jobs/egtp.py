@@ -111,16 +111,16 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
             on_progress(epoch, total, f"train {pooling}")
 
         res = train_head(x[masks["train"]], y[masks["train"]], x[masks["val"]], y[masks["val"]], cfg, epoch_cb)
-        frame = runs[["run_id", "split", "scenario"]].assign(step=0, predicted=predict(res.head, x), true=y.numpy())
+        frame = runs[["run_id", "prompt_id", "split", "scenario"]].assign(step=0, predicted=predict(res.head, x),
+                                                                         true=y.numpy())
         name = predictor_name(STATIC_KIND, dataset, layer, pooling)
         meta = {"pooling": pooling, "layer": layer, "alpha": alpha, "dataset": dataset, "head": asdict(cfg),
                 "include_censored": include_censored}
         path = save_head(res.head, _artifact(name), meta)
-        metrics = {**prediction_metrics(frame.assign(prompt_id=runs["prompt_id"].values)),
-                   "best_epoch": res.best_epoch}
+        metrics = {**prediction_metrics(frame), "best_epoch": res.best_epoch}
         pid = store.save_predictor(name, STATIC_KIND, meta, metrics, str(path), dataset_id=dataset_id)
         store.save_predictions(pid, frame)
-        test = frame[frame["split"] == "test"].assign(prompt_id=runs.loc[masks["test"].numpy(), "prompt_id"].values)
+        test = frame[frame["split"] == "test"]
         test_predictions[pooling] = test
         rows += [{"pooling": pooling, "scenario": s, **_ci_row(g)}
                  for s, g in [("all", test), *test.groupby("scenario")]]
