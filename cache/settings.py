@@ -19,6 +19,7 @@ class Settings:
 
     data_dir: Path
     db_url: str
+    starter_size: str = "starter"
 
     @property
     def tensor_dir(self) -> Path:
@@ -30,7 +31,9 @@ class Settings:
 
 
 def get_settings() -> Settings:
-    """Read the settings from the environment (``LENSCOPE_DATA_DIR``, ``LENSCOPE_DB_URL``)."""
+    """Read the settings from the environment (``LENSCOPE_DATA_DIR``, ``LENSCOPE_DB_URL``, and
+    ``LENSCOPE_STARTER_SIZE``: the study size the app's starter button runs, ``tiny`` in browser tests)."""
     data_dir = Path(os.environ.get("LENSCOPE_DATA_DIR", REPO_ROOT / "cache" / "data")).expanduser()
     db_url = os.environ.get("LENSCOPE_DB_URL") or f"sqlite:///{data_dir / 'lenscope.db'}"
-    return Settings(data_dir=data_dir, db_url=db_url)
+    return Settings(data_dir=data_dir, db_url=db_url,
+                    starter_size=os.environ.get("LENSCOPE_STARTER_SIZE", "starter"))

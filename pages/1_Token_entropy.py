@@ -3,7 +3,7 @@
 import streamlit as st
 
 from lenscope.app.runner import run_job
-from lenscope.app.widgets import get_store, model_picker
+from lenscope.app.widgets import get_store, model_picker, show_figure
 from lenscope.figures.entropy import entropy_heatmap, entropy_profile
 from lenscope.jobs.runs import GenerationSettings, generate_cached
 from lenscope.jobs.token_view import entropy_summary, token_table
@@ -52,8 +52,8 @@ st.markdown(f"Run #{run.id} · {status} · {run.prompt_len} prompt tokens · **{
             f"tokens** ({'ended with end-of-turn' if run.finished else 'stopped at the token cap'})")
 st.text(run.response)
 width = st.slider("Tokens per row", 8, 32, 16, key="entropy_width")
-st.plotly_chart(entropy_heatmap(table, width), width="stretch")
-st.plotly_chart(entropy_profile(table), width="stretch")
+show_figure(entropy_heatmap(table, width), "entropy-heatmap", width="stretch")
+show_figure(entropy_profile(table), "entropy-profile", width="stretch")
 summary = entropy_summary(table)
 c1, c2, c3 = st.columns(3)
 c1.metric("Mean entropy, prompt", f"{summary['prompt']:.3f}")

@@ -3,7 +3,8 @@
 import streamlit as st
 
 from lenscope.app.runner import run_job
-from lenscope.app.widgets import dataset_picker, get_store, head_settings, model_picker
+from lenscope.app.study import dataset_picker
+from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
 from lenscope.figures.egtp import attribution_table, entropy_importance_scatter, pooled_scatter_points, token_bars
 from lenscope.jobs.egtp import ATTRIBUTION_KIND, PAPER_PEARSON, attribute_prompt, attribution_config, attribution_job
 
@@ -38,14 +39,15 @@ if dataset is not None:
         head_name = st.radio("Head", list(summaries), horizontal=True)
         runs = result["runs"]
         entropy, importance = pooled_scatter_points(runs, head_name)
-        st.plotly_chart(entropy_importance_scatter(entropy, importance, summaries[head_name], PAPER_PEARSON))
+        show_figure(entropy_importance_scatter(entropy, importance, summaries[head_name], PAPER_PEARSON),
+                    "entropy-importance")
         st.subheader("One prompt")
         source = st.radio("Prompt", ["test-set run", "type a prompt"], horizontal=True)
         if source == "test-set run":
             pick = st.selectbox("Run", runs, format_func=lambda r: f"run {r['run_id']}: "
                                 f"{''.join(r['tokens'])[:80]!r} ({r['output_length']} tokens)")
-            st.plotly_chart(token_bars(pick["tokens"], pick["entropy"], pick[f"importance_{head_name}"],
-                                       f"run {pick['run_id']}, {head_name} head"))
+            show_figure(token_bars(pick["tokens"], pick["entropy"], pick[f"importance_{head_name}"],
+                                   f"run {pick['run_id']}, {head_name} head"), f"tokens-run-{pick['run_id']}")
         else:
             prompt = st.text_area("Prompt", "Write a short poem about autumn.")
             if st.button("Generate the answer (true length) and attribute"):
@@ -53,5 +55,6 @@ if dataset is not None:
                 typed = run_job(lambda cb: attribute_prompt(store, target, dataset, layer, attr_layer, head_name,
                                                             prompt)) if target is not None else None
                 if typed is not None:
-                    st.plotly_chart(token_bars(typed.tokens, typed.entropy, typed.importance,
-                                               f"typed prompt ({typed.output_length} answer tokens), {head_name} head"))
+                    show_figure(token_bars(typed.tokens, typed.entropy, typed.importance,
+                                           f"typed prompt ({typed.output_length} answer tokens), {head_name} head"),
+                                "tokens-typed-prompt")

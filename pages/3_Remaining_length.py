@@ -3,7 +3,8 @@
 import streamlit as st
 
 from lenscope.app.runner import run_job
-from lenscope.app.widgets import dataset_picker, get_store, head_settings, model_picker
+from lenscope.app.study import dataset_picker
+from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
 from lenscope.figures.egtp import mae_by_step_figure, remaining_length_figure
 from lenscope.jobs.egtp import (
     PAPER_PLP,
@@ -35,7 +36,7 @@ if dataset is not None:
                 f"`python -m lenscope train-plp --dataset {dataset} --layer {layer}`.")
     if head is not None:
         st.subheader("MAE vs observed steps (test split)")
-        st.plotly_chart(mae_by_step_figure(plp_mae_curve(store, predictor_id), PAPER_PLP))
+        show_figure(mae_by_step_figure(plp_mae_curve(store, predictor_id), PAPER_PLP), "mae-by-step")
         st.subheader("Live generation")
         prompt = st.text_area("Prompt", "Explain in a few sentences why the sky is blue.")
         max_new = st.slider("Max new tokens", 8, 512, 128)
@@ -54,5 +55,5 @@ if dataset is not None:
             run = store.load_run(run_id, layers=[meta["layer"]])
             st.caption(f"run {run.id}: {run.output_length} tokens, "
                        f"{'finished' if run.finished else 'cut at max_new_tokens'}")
-            st.plotly_chart(remaining_length_figure(plp_trajectory(store, head, meta, run)))
+            show_figure(remaining_length_figure(plp_trajectory(store, head, meta, run)), "remaining-length")
             st.text(run.response)

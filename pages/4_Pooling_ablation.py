@@ -4,7 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from lenscope.app.runner import run_job
-from lenscope.app.widgets import dataset_picker, get_store, head_settings
+from lenscope.app.study import dataset_picker
+from lenscope.app.widgets import get_store, head_settings, show_figure
 from lenscope.figures.egtp import ablation_pivot, head_variant_table, paired_table, pooling_ablation_figure
 from lenscope.jobs.egtp import ABLATION_KIND, PAPER_ABLATION, ablation_config, train_static
 
@@ -31,7 +32,7 @@ if dataset is not None:
         st.caption(f"Test MAE in tokens [95% bootstrap CI over prompts]; constant train-mean baseline: "
                    f"{result['constant_mean_mae']:.2f}. Test runs per scenario: "
                    f"{ours.groupby('scenario')['n'].first().to_dict()}.")
-        st.plotly_chart(pooling_ablation_figure(ours, PAPER_ABLATION))
+        show_figure(pooling_ablation_figure(ours, PAPER_ABLATION), "pooling-ablation")
         if result.get("paired"):
             st.subheader("Paired comparisons on the same test prompts")
             st.dataframe(paired_table(result["paired"]), hide_index=True)

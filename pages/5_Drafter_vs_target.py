@@ -7,7 +7,7 @@ import streamlit as st
 
 from lenscope.app.outlets import curves_section, train_section
 from lenscope.app.runner import run_job
-from lenscope.app.widgets import get_store, model_picker
+from lenscope.app.widgets import get_store, model_picker, show_figure
 from lenscope.figures.outlets import (
     ablation_table,
     acceptance_figure,
@@ -28,8 +28,8 @@ target = model_picker()
 drafters = store.predictors_frame("drafter")
 probes = store.predictors_frame("probe")
 if drafters.empty:
-    st.info("No drafter trained yet. Run `python -m lenscope train-drafter --dataset dev` and "
-            "`python -m lenscope train-probe --dataset dev`, or use the Train section below.")
+    st.info("No drafter trained yet: the starter study trains the OUTLETS drafter, its ablations and a target "
+            "probe; or train one in the section below (or `python -m lenscope train-drafter`).")
     train_section(store, target, expanded=True)
     st.stop()
 
@@ -53,12 +53,12 @@ split = st.radio("Runs", ["evaluation split", "all splits"], horizontal=True, ke
 max_step = st.slider("Up to step", 0, 256, 128, key="mae_max_step")
 if chosen:
     frames = step_predictions(store, predictors, chosen, evaluation_only=split == "evaluation split")
-    st.plotly_chart(mae_by_step_figure(frames, max_step))
+    show_figure(mae_by_step_figure(frames, max_step), "mae-by-step")
 
 rates = {row.name: row.metrics["acceptance"] for row in drafters.itertuples() if (row.metrics or {}).get("acceptance")}
 if rates:
     st.subheader("Speculative acceptance")
-    st.plotly_chart(acceptance_figure(rates))
+    show_figure(acceptance_figure(rates), "acceptance")
     st.caption("Greedy drafts of k tokens verified against the target's greedy choice on the stored sequences "
                "(steps whose greedy token is not derivable from the stored path are left out).")
 
@@ -77,6 +77,6 @@ if payload is None:
         payload = run_job(lambda cb: representation_umap_job(store, target, drafter_id, int(umap_layer),
                                                              on_progress=cb))
 if payload is not None:
-    st.plotly_chart(umap_figure(payload))
+    show_figure(umap_figure(payload), "umap")
 
 train_section(store, target, expanded=False)

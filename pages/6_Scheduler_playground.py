@@ -6,7 +6,7 @@ import streamlit as st
 
 from lenscope.app.runner import run_job
 from lenscope.app.serving import cluster_picker, predictor_picker, run_configs, show_results, trace_picker
-from lenscope.app.widgets import get_store
+from lenscope.app.widgets import get_store, show_figure
 from lenscope.figures.serving import noise_sweep_figure, outlets_change_figure
 from lenscope.jobs.serving import (
     DISPATCH_POLICIES,
@@ -72,7 +72,8 @@ with preset_tab:
         cols[1].metric("Paper (OUTLETS, reported): short P99", f"{OUTLETS_PAPER['short_p99_after_s']} s",
                        f"{100 * OUTLETS_PAPER['short_p99_change']:+.1f}%", delta_color="inverse")
         cols[2].metric("Ours: RR+SJF change", f"{100 * preset.changes['RR+SJF']:+.1f}%")
-        st.plotly_chart(outlets_change_figure(preset.changes, OUTLETS_PAPER["short_p99_change"]), key="preset_change")
+        show_figure(outlets_change_figure(preset.changes, OUTLETS_PAPER["short_p99_change"]),
+                    "preset-change")
         show_results(preset.outcomes, "preset")
     else:
         st.info("Press **Run OUTLETS preset** to simulate the three policy pairs.")
@@ -93,7 +94,7 @@ with sweep_tab:
         st.session_state["sweep"] = run_job(sweep_job, "sweep")
     if st.session_state.get("sweep") is not None:
         sweep, baseline = st.session_state["sweep"]
-        st.plotly_chart(noise_sweep_figure(sweep, baseline), key="sweep_fig")
+        show_figure(noise_sweep_figure(sweep, baseline), "sweep-fig")
         st.dataframe(sweep.round(3), hide_index=True)
     else:
         st.info("Press **Run sweep** to see how prediction noise changes the scheduling outcome.")

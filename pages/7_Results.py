@@ -2,8 +2,9 @@
 
 import streamlit as st
 
-from lenscope.app.results import download_figure, inspect_cell, load_frame, picked_cell, train_panel
-from lenscope.app.widgets import dataset_picker, get_store
+from lenscope.app.results import inspect_cell, load_frame, picked_cell, train_panel
+from lenscope.app.study import dataset_picker
+from lenscope.app.widgets import get_store, show_figure
 from lenscope.figures.results import comparison_table, length_cdf_figure, mae_bars
 from lenscope.jobs.results import ALL, length_cdfs, paired_vs_reference, score_matrix, score_table, select
 
@@ -68,18 +69,15 @@ st.dataframe(comparison_table(scores, paired_vs_reference(rows)), hide_index=Tru
 bars_tab, tau_tab, cdf_tab = st.tabs(["MAE bars", "Kendall tau", "Length CDFs"])
 with bars_tab:
     fig = mae_bars(scores, "mae")
-    st.plotly_chart(fig, key="bars")
-    download_figure(fig, f"mae-{dataset}", "dl_bars")
+    show_figure(fig, f"mae-{dataset}", key="bars")
 with tau_tab:
     st.caption("Rank correlation of predicted and true lengths (what a shortest-job-first scheduler needs).")
     st.dataframe(score_matrix(scores, "kendall_tau").round(3))
     fig = mae_bars(scores, "kendall_tau")
-    st.plotly_chart(fig, key="tau")
-    download_figure(fig, f"kendall-{dataset}", "dl_tau")
+    show_figure(fig, f"kendall-{dataset}", key="tau")
 with cdf_tab:
     fig = length_cdf_figure(length_cdfs(rows))
-    st.plotly_chart(fig, key="cdf")
-    download_figure(fig, f"cdf-{dataset}", "dl_cdf")
+    show_figure(fig, f"cdf-{dataset}", key="cdf")
 
 st.subheader("Inspect a cell")
 inspect_cell(store, frame, rows, list(mae.index), list(mae.columns), ALL)

@@ -63,10 +63,22 @@ def server_data_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def streamlit_server(tmp_path_factory, server_data_dir):
     """``streamlit run app.py`` on a free localhost port with its own data dir; yields the base URL."""
+    yield from launch_streamlit(server_data_dir, tmp_path_factory.mktemp("server-log"))
+
+
+@pytest.fixture(scope="session")
+def starter_server(tmp_path_factory):
+    """A second live server on a fresh data dir whose starter button runs the tiny study."""
+    yield from launch_streamlit(tmp_path_factory.mktemp("starter-data"), tmp_path_factory.mktemp("starter-log"),
+                                LENSCOPE_STARTER_SIZE="tiny")
+
+
+def launch_streamlit(data_dir: Path, log_dir: Path, **extra_env: str):
+    """Start ``streamlit run app.py`` on ``data_dir``; yields its base URL, stops it afterwards."""
     port = _free_port()
-    env = {**os.environ, "LENSCOPE_DATA_DIR": str(server_data_dir)}
+    env = {**os.environ, "LENSCOPE_DATA_DIR": str(data_dir), **extra_env}
     env.pop("LENSCOPE_DB_URL", None)
-    log = open(tmp_path_factory.mktemp("server-log") / "streamlit.log", "w")
+    log = open(log_dir / "streamlit.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port),
@@ -115,7 +127,7 @@ def page(browser):
 
 
 MODEL_FIXTURES = {"target"}
-BROWSER_FIXTURES = {"browser", "page", "streamlit_server"}
+BROWSER_FIXTURES = {"browser", "page", "streamlit_server", "starter_server"}
 
 
 def pytest_collection_modifyitems(config, items) -> None:

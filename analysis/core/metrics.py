@@ -29,9 +29,9 @@ def mae_by_step(frame: pd.DataFrame, max_step: int | None = None) -> pd.DataFram
     return out.rename(columns={"mean": "mae", "size": "n"})
 
 
-def ci_text(value: float, lo: float, hi: float, signed: bool = False) -> str:
-    """``value [lo, hi]`` to one decimal (with signs for differences)."""
-    fmt = "+.1f" if signed else ".1f"
+def ci_text(value: float, lo: float, hi: float, signed: bool = False, digits: int = 1) -> str:
+    """``value [lo, hi]`` to ``digits`` decimals (with signs for differences)."""
+    fmt = f"{'+' if signed else ''}.{digits}f"
     return f"{value:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
 
 

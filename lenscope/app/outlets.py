@@ -7,9 +7,12 @@ import streamlit as st
 
 from cache.store import Store
 from lenscope.app.runner import progress_callback, run_job
+from lenscope.app.study import empty_state
+from lenscope.app.widgets import show_figure
 from lenscope.figures.outlets import remaining_curves_figure
 from lenscope.jobs.outlets import DRAFTER_VARIANTS, PROBE_MODES, curves_job, train_drafter_job, train_probe_job
 from lenscope.jobs.runs import GenerationSettings, generate_cached
+from lenscope.jobs.study import preferred_dataset
 from models.target import TargetModel
 
 
@@ -18,9 +21,10 @@ def train_section(store: Store, target: TargetModel | None, expanded: bool) -> N
     with st.expander("Train a drafter or a probe", expanded=expanded):
         datasets = store.datasets_frame()
         if datasets.empty:
-            st.warning("No dataset collected yet: run `python -m lenscope collect --dataset dev`.")
+            empty_state(store)
             return
-        dataset = st.selectbox("Dataset", datasets["name"].tolist(), key="train_dataset")
+        names = datasets["name"].tolist()
+        dataset = st.selectbox("Dataset", names, index=names.index(preferred_dataset(names)), key="train_dataset")
         left, right = st.columns(2)
         variant = left.selectbox("Drafter variant", DRAFTER_VARIANTS, key="train_variant")
         epochs = left.number_input("Epochs", 1, 50, 6, key="train_epochs")
@@ -64,5 +68,5 @@ def curves_section(store: Store, target: TargetModel | None, drafters: pd.DataFr
         curves, warning = st.session_state[curve_key]
         if warning:
             st.warning(warning)
-        st.plotly_chart(remaining_curves_figure(curves))
+        show_figure(remaining_curves_figure(curves), "remaining-curves")
         st.caption(f"Run {run_id}: {len(curves)} generated tokens.")

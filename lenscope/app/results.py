@@ -7,8 +7,8 @@ import streamlit as st
 
 from cache.store import Store
 from lenscope.app.runner import run_job
-from lenscope.app.widgets import MODEL_KEY, get_store, get_target
-from lenscope.figures.results import export_format, figure_bytes, pred_true_heatmap
+from lenscope.app.widgets import MODEL_KEY, get_store, get_target, show_figure
+from lenscope.figures.results import pred_true_heatmap
 from lenscope.jobs.baselines import BASELINES, DESCRIPTIONS, train_baselines
 from lenscope.jobs.results import benchmark_frame, cell_rows, pred_true_histogram, run_rows
 
@@ -36,12 +36,6 @@ def keep_valid(key: str, options: list) -> None:
     """Forget a widget value that is no longer among its options (e.g. after changing the split)."""
     if key in st.session_state and st.session_state[key] not in options:
         del st.session_state[key]
-
-
-def download_figure(fig, name: str, key: str) -> None:
-    ext, mime = export_format()
-    st.download_button(f"Download {ext.upper()}", data=lambda: figure_bytes(fig), file_name=f"{name}.{ext}",
-                       mime=mime, key=key, on_click="ignore")
 
 
 def train_panel(store: Store, dataset: str) -> None:
@@ -82,8 +76,7 @@ def inspect_cell(store: Store, frame: pd.DataFrame, rows: pd.DataFrame, names: l
     st.download_button("Download these predictions (CSV)", shown.to_csv(index=False),
                        f"predictions-{predictor.replace(':', '-')}-{scenario}.csv", "text/csv", key="dl_cell")
     fig = pred_true_heatmap(*pred_true_histogram(cell["predicted"], cell["true"]), f"{predictor}: predicted vs true")
-    st.plotly_chart(fig, key="heatmap")
-    download_figure(fig, f"heatmap-{predictor.replace(':', '-')}", "dl_heatmap")
+    show_figure(fig, f"heatmap-{predictor.replace(':', '-')}", key="heatmap")
     run_ids = [int(r) for r in cell["run_id"].unique()]
     if pick.selection.rows:
         st.session_state["inspect_run"] = int(shown["run_id"].iloc[int(pick.selection.rows[0])])

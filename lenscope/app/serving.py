@@ -9,6 +9,8 @@ import streamlit as st
 
 from cache.store import Store
 from lenscope.app.runner import progress_callback
+from lenscope.app.study import empty_state
+from lenscope.app.widgets import show_figure
 from lenscope.figures.serving import gantt_figure, instance_load_figure, latency_cdf_figure, percentile_figure
 from lenscope.jobs.serving import (
     BATCHING,
@@ -30,6 +32,7 @@ from lenscope.jobs.serving import (
     run_simulation,
     shared_trace_files,
 )
+from lenscope.jobs.study import preferred_dataset
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -53,9 +56,11 @@ def _pick_source(store: Store, source: str) -> tuple[pd.DataFrame | None, str]:
     if source == "App dataset":
         datasets = store.datasets_frame()
         if datasets.empty:
-            st.info("No dataset yet: collect one with `python -m lenscope collect --dataset dev`.")
+            empty_state(store)
             return None, ""
-        dataset = st.sidebar.selectbox("Dataset", datasets["name"].tolist(), key="sched_dataset")
+        names = datasets["name"].tolist()
+        dataset = st.sidebar.selectbox("Dataset", names, index=names.index(preferred_dataset(names)),
+                                       key="sched_dataset")
         qps = st.sidebar.number_input("Poisson QPS", 0.1, 1000.0, 5.0, key="sched_runs_qps")
         runs = st.sidebar.radio("Runs", ["test split", "all splits"], key="sched_runs_split",
                                 help="Trained predictors are replayed on test-split runs only (out of sample); "
@@ -166,14 +171,14 @@ def show_results(outcomes: list[Outcome], key: str) -> None:
     st.markdown(f"**{len(outcomes)} configuration(s)** ({sum(o.cached for o in outcomes)} from the store cache)")
     st.dataframe(table.round(3), hide_index=True, width="stretch")
     by_label = {o.summary["label"]: o.requests for o in outcomes}
-    st.plotly_chart(percentile_figure(table), key=f"{key}_pct")
+    show_figure(percentile_figure(table), f"{key}-pct")
     metric = st.selectbox("CDF metric", ["e2e_s", "ttft_s", "tpot_s"], key=f"{key}_metric")
     cls = st.selectbox("Requests", ["all", "short", "long"], key=f"{key}_cls")
-    st.plotly_chart(latency_cdf_figure(by_label, metric, None if cls == "all" else cls), key=f"{key}_cdf")
+    show_figure(latency_cdf_figure(by_label, metric, None if cls == "all" else cls), f"{key}-cdf")
     pick = st.selectbox("Configuration for the load and timeline views", list(by_label), key=f"{key}_pick")
     chosen = outcomes[list(by_label).index(pick)]
-    st.plotly_chart(instance_load_figure(chosen.load), key=f"{key}_load")
-    st.plotly_chart(gantt_figure(chosen.requests), key=f"{key}_gantt")
+    show_figure(instance_load_figure(chosen.load), f"{key}-load")
+    show_figure(gantt_figure(chosen.requests), f"{key}-gantt")
     c1, c2 = st.columns(2)
     c1.download_button("Summary CSV", table.to_csv(index=False), "scheduler_summary.csv", key=f"{key}_dl1")
     c2.download_button("Per-request CSV", pd.concat([o.requests.assign(config=o.summary["label"])

@@ -11,7 +11,7 @@ import streamlit as st
 
 from cache.settings import get_settings
 from cache.store import Store
-from lenscope.jobs.datasets import dataset_counts
+from lenscope.figures.results import export_format, figure_bytes
 from models.target import TargetModel
 
 MODEL_KEY = "lenscope_model_spec"
@@ -55,20 +55,15 @@ def model_picker() -> TargetModel | None:
     return target
 
 
-def dataset_picker(store: Store) -> str | None:
-    """Sidebar choice of a stored dataset; None (after saying how to create one) when there is none."""
-    names = store.datasets_frame()["name"].tolist()
-    if not names:
-        st.info("No dataset in the store yet. Create one with `python -m lenscope collect --dataset dev "
-                "--n 160 --max-new-tokens 256`.")
-        return None
-    default = names.index("dev") if "dev" in names else 0
-    name = st.sidebar.selectbox("Dataset", names, index=default)
-    try:
-        st.sidebar.caption(dataset_counts(store, name).caption())
-    except ValueError as exc:  # a dataset whose collection stored nothing yet
-        st.sidebar.caption(str(exc))
-    return name
+def show_figure(fig, name: str, key: str | None = None, **kwargs) -> None:
+    """Draw a plotly figure with a download button beside its own PNG camera: standalone HTML (plotly.js
+    embedded, opens offline), or PNG where kaleido is installed. ``name`` is the file name and, without
+    ``key``, the widget key."""
+    key = key or name
+    st.plotly_chart(fig, key=key, **kwargs)
+    ext, mime = export_format()
+    st.download_button(f"Download {ext.upper()}", data=lambda: figure_bytes(fig), file_name=f"{name}.{ext}",
+                       mime=mime, key=f"download_{key}", on_click="ignore")
 
 
 def head_settings() -> tuple[int, float]:

@@ -13,6 +13,8 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
+from lenscope.cli._common import resolve_dataset
+
 
 def build_parser() -> argparse.ArgumentParser:
     """Parser with every sub-command found in :mod:`lenscope.cli`."""
@@ -30,6 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one sub-command; user errors print a message and return 2 instead of a traceback."""
     args = build_parser().parse_args(argv)
     try:
+        resolve_dataset(args)
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as exc:
         print(f"lenscope {args.command}: error: {exc}", file=sys.stderr)

@@ -24,6 +24,24 @@ def metrics_line(m: dict) -> str:
     return "; ".join(parts) + f" on {m['eval_split']} ({m['n_runs']} runs)"
 
 
+def add_dataset_arg(parser: argparse.ArgumentParser, help: str = "dataset name") -> None:
+    """``--dataset``, by default the one every page opens on (the full study, else the starter study)."""
+    parser.add_argument("--dataset", default=None, help=f"{help} (default: study, else starter)")
+    parser.set_defaults(resolve_dataset=True)
+
+
+def resolve_dataset(args: argparse.Namespace) -> None:
+    """Fill in ``args.dataset`` for commands registered with :func:`add_dataset_arg` (a clear error when the
+    store holds no dataset)."""
+    if getattr(args, "resolve_dataset", False) and args.dataset is None:
+        from cache.store import Store
+        from lenscope.jobs.study import preferred_dataset
+
+        args.dataset = preferred_dataset(Store().datasets_frame()["name"].tolist())
+        if args.dataset is None:
+            raise ValueError("the store has no dataset yet; run `python -m lenscope study` (or `collect`) first")
+
+
 def add_censoring_arg(parser: argparse.ArgumentParser) -> None:
     """``--include-censored``: also train and score on runs cut at the token cap (left out by default)."""
     parser.add_argument("--include-censored", action="store_true",

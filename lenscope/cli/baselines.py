@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.cli._common import PhaseBars, add_censoring_arg, add_model_args, load_target, metrics_line
+from lenscope.cli._common import (
+    PhaseBars,
+    add_censoring_arg,
+    add_dataset_arg,
+    add_model_args,
+    load_target,
+    metrics_line,
+)
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("train-baselines", help="train SSJF-Reg/MC, S3, TRAIL, PiA and LTR baselines")
-    p.add_argument("--dataset", default="dev", help="dataset name (see `lenscope collect`)")
+    add_dataset_arg(p)
     p.add_argument("--only", default="", help="comma-separated subset of ssjf-reg,ssjf-mc,s3,trail,pia,ltr "
                                               "(default: all)")
     p.add_argument("--epochs", type=int, default=60)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.cli._common import PhaseBars, add_censoring_arg, add_model_args, load_target
+from lenscope.cli._common import PhaseBars, add_censoring_arg, add_dataset_arg, add_model_args, load_target
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default="dev", help="dataset name (see `lenscope collect`)")
+    add_dataset_arg(p)
     p.add_argument("--layer", type=int, default=30, help="hidden layer the head reads (must be stored)")
     p.add_argument("--alpha", type=float, default=1.0, help="EGTP temperature: weights softmax(H / alpha)")
 

@@ -13,7 +13,7 @@ from models.drafter import LENGTH_MODES
 def register(subparsers) -> None:
     p = subparsers.add_parser("train-drafter", help="train an EAGLE-3-style drafter with a length head (OUTLETS)")
     _common.add_model_args(p)
-    p.add_argument("--dataset", default="dev", help="collected dataset to train on")
+    _common.add_dataset_arg(p, "collected dataset to train on")
     p.add_argument("--variant", default="outlets", choices=list(VARIANTS),
                    help="outlets (joint), lp-only, sd-only, no-decoder, classification, no-gate")
     p.add_argument("--epochs", type=int, default=6)
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_drafter)
 
     q = subparsers.add_parser("train-probe", help="train an MLP probe on one target layer (TRAIL-style baseline)")
-    q.add_argument("--dataset", default="dev")
+    _common.add_dataset_arg(q)
     q.add_argument("--layer", type=int, default=15, help="stored hidden layer to probe")
     q.add_argument("--mode", default="regression", choices=LENGTH_MODES,
                    help="regression of log1p(length), or binned expected-value classification")

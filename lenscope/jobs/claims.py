@@ -31,9 +31,15 @@ class Claim:
     verdict: str
 
 
-def verdict(lo: float | None, hi: float | None) -> str:
+# Fewer paired test runs than this give a bootstrap CI too ragged to judge a claim by.
+MIN_RUNS = 10
+
+
+def verdict(lo: float | None, hi: float | None, runs: int = MIN_RUNS) -> str:
     if lo is None:
         return "not measured (train the predictors first)"
+    if runs < MIN_RUNS:
+        return f"not judged (only {runs} test runs; at least {MIN_RUNS} needed)"
     return difference_verdict(lo, hi, "reproduced", "contradicted", "not reproduced (inconclusive)")
 
 
@@ -41,7 +47,7 @@ def _claim(text: str, paper: str, diff: dict | None) -> Claim:
     if diff is None:
         return Claim(text, paper, None, None, None, 0, verdict(None, None))
     return Claim(text, paper, diff["difference"], diff["lo"], diff["hi"], diff["runs"],
-                 verdict(diff["lo"], diff["hi"]))
+                 verdict(diff["lo"], diff["hi"], diff["runs"]))
 
 
 def _ids(store: Store, dataset: str) -> dict[str, int]:

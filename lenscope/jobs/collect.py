@@ -34,6 +34,30 @@ class CollectReport:
         return self.tokens / self.seconds if self.seconds else 0.0
 
 
+def collection_requests(prompts: Sequence[PromptItem], settings: GenerationSettings,
+                        samples_per_prompt: int = 1) -> list[tuple[PromptItem, GenerationSettings]]:
+    """The requests of a collection in order: each prompt ``samples_per_prompt`` times, seeds ``seed..seed+K-1``."""
+    return [(item, replace(settings, seed=settings.seed + k)) for item in prompts for k in range(samples_per_prompt)]
+
+
+def request_keys(store: Store, target: TargetModel, requests: Sequence[tuple[PromptItem, GenerationSettings]],
+                 layers: Sequence[int] | None = None) -> list[str]:
+    """The run cache key of every request (what :meth:`Store.find_runs` looks up)."""
+    layers = target.check_layers(layers)
+    return [store.run_key(target.key, item.text, s.as_dict(), layers) for item, s in requests]
+
+
+def missing_runs(store: Store, target: TargetModel, name: str, prompts: Sequence[PromptItem],
+                 settings: GenerationSettings, samples_per_prompt: int = 1) -> int:
+    """How many runs a collection of these requests into dataset ``name`` would still generate or add."""
+    keys = request_keys(store, target, collection_requests(prompts, settings, samples_per_prompt))
+    found = store.find_runs(keys)
+    if name not in set(store.datasets_frame()["name"]):
+        return len(keys)
+    in_dataset = set(store.runs_frame(name)["run_id"].astype(int))
+    return sum(found.get(key) not in in_dataset for key in keys)
+
+
 def collect_dataset(
     store: Store,
     target: TargetModel,
@@ -57,9 +81,8 @@ def collect_dataset(
     layers = target.check_layers(layers)
     config = {"settings": settings.as_dict(), "samples_per_prompt": samples_per_prompt, "layers": layers}
     dataset_id = store.ensure_dataset(name, store.ensure_model(target), config)
-    requests = [(item, replace(settings, seed=settings.seed + k)) for item in prompts
-                for k in range(samples_per_prompt)]
-    keys = [store.run_key(target.key, item.text, s.as_dict(), layers) for item, s in requests]
+    requests = collection_requests(prompts, settings, samples_per_prompt)
+    keys = request_keys(store, target, requests, layers)
     found = store.find_runs(keys)
     run_ids: list[int | None] = [found.get(key) for key in keys]
     report = CollectReport(dataset_id, [], generated=0, cached=sum(r is not None for r in run_ids))

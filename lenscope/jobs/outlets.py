@@ -140,6 +140,8 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: s
     steps 0..max_step of every run, and register it (kind ``probe``)."""
     runs = dataset_runs(store, dataset, include_censored)
     runs = runs[runs["output_tokens"] > 0]
+    if not (runs["split"] == "train").any():
+        raise ValueError(f"dataset {dataset!r} has no training runs to fit a probe on; collect more prompts")
     rows = []
     for i, row in enumerate(runs.itertuples()):
         run = store.load_run(int(row.run_id), layers=[layer])
@@ -147,7 +149,7 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: s
             raise ValueError(f"run {run.id} has no stored hidden states for layer {layer}")
         rows.append((run.id, row.split, *probe_samples(run, layer, None)))
         on_progress(i + 1, len(runs), "loading runs")
-    train_rows = [r for r in rows if r[1] == "train"] or rows
+    train_rows = [r for r in rows if r[1] == "train"]
     x = torch.cat([r[2] for r in train_rows])
     remaining = torch.as_tensor(np.concatenate([r[4] for r in train_rows]))
     config = ProbeConfig(in_dim=x.shape[1], layer=layer, mode=mode)

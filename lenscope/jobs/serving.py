@@ -105,10 +105,11 @@ def check_out_of_sample(predictions: pd.DataFrame, run_ids: np.ndarray) -> None:
                          "(in-sample or unseen); replay its test runs only (`--split test`, the page's default)")
 
 
-def dataset_trace(store: Store, dataset: str, qps: float, seed: int = 0, split: str | None = "test") -> pd.DataFrame:
+def dataset_trace(store: Store, dataset: str, qps: float, seed: int = 0, split: str | None = "test",
+                  include_censored: bool = False) -> pd.DataFrame:
     """Trace of a dataset's uncensored runs (true lengths), Poisson arrivals at ``qps``; ``split`` "test"
     keeps the runs every trained predictor saw out of sample, None keeps all (for oracle or constant)."""
-    runs = dataset_runs(store, dataset)
+    runs = dataset_runs(store, dataset, include_censored)
     if split is not None:
         runs = runs[runs["split"] == split]
     return from_runs(runs, qps, seed)

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from analysis.core.progress import Progress, no_progress
+from analysis.data.prompts import PromptItem
 from analysis.data.scenarios import SCENARIO_SAMPLING, build_scenario, long_token_budget
 from cache.settings import REPO_ROOT
 from cache.store import Store
 from lenscope.jobs.baselines import BASELINES, baseline_name, train_baselines
 from lenscope.jobs.claims import claims_table
-from lenscope.jobs.collect import collect_dataset
+from lenscope.jobs.collect import collect_dataset, missing_runs
 from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import (
     ABLATION_KIND,
@@ -34,10 +36,12 @@ from lenscope.jobs.egtp import (
 )
 from lenscope.jobs.generations import import_generations
 from lenscope.jobs.outlets import drafter_name, probe_name, train_drafter_job, train_probe_job
+from lenscope.jobs.serving import PredictorSpec, dataset_trace, outlets_preset
 from models.engine import GenerationSettings
 from models.target import TargetModel
 
 CLAIMS_KIND = "study_claims"
+PRESET_KIND = "study_preset"
 SHIPPED = REPO_ROOT / "data" / "generations"
 DRAFTER_VARIANTS = ("outlets", "lp-only", "sd-only")
 
@@ -52,6 +56,7 @@ class Chunk:
     n: int
     max_new_tokens: int
     seed: int = 0
+    system_prompt: str = "default"
 
 
 SIZES = {
@@ -60,7 +65,34 @@ SIZES = {
     "full": (Chunk("chat", 1400, 1024), Chunk("reasoning", 104, 1024), Chunk("rl", 105, 1024),
              Chunk("long", 500, 1024), Chunk("chat", 700, 1024, seed=1)),
 }
+# The datasets pages open first: the full study, then the starter study.
+PREFERRED_DATASETS = ("study", "starter")
+
+
+def study_dataset(size: str) -> str:
+    """The dataset a study of ``size`` fills unless told otherwise: ``study`` for full, else the size's name."""
+    return "study" if size == "full" else size
+
+
+def preferred_dataset(names: list[str]) -> str | None:
+    """The dataset every page opens on: the full study, else the starter study, else the first one."""
+    return next((n for n in PREFERRED_DATASETS if n in names), names[0] if names else None)
+
+
+def study_layers(store: Store, dataset: str) -> tuple[int, int]:
+    """(head layer, probe layer) of a study on ``dataset``: the last recorded layer (the target's last) and
+    half of it, as :func:`study_steps` trains them."""
+    datasets = store.datasets_frame().set_index("name")
+    if dataset not in datasets.index:
+        raise ValueError(f"no dataset {dataset!r} in the store; run `python -m lenscope study` first")
+    layer = max((datasets.loc[dataset, "config"] or {}).get("layers") or [30])
+    return layer, layer // 2
+
+
 # Training epochs per size (the tiny study only proves the pipeline runs end to end).
+# Sizes whose predictors train and score on censored runs too: the tiny study's few dozen tokens finish almost
+# no answer, and it only proves that every step runs end to end (its numbers mean nothing).
+TRAINS_ON_CENSORED = ("tiny",)
 EPOCHS = {"tiny": {"head": 2, "drafter": 1, "probe": 2}, "starter": {"head": 40, "drafter": 3, "probe": 20},
           "full": {"head": 60, "drafter": 6, "probe": 30}}
 
@@ -74,28 +106,31 @@ class Step:
     run: Callable[[Progress], object]
 
 
-def _fresh(store: Store, name: str, dataset: str) -> bool:
+def _fresh(store: Store, name: str, dataset: str, include_censored: bool = False) -> bool:
     """A predictor of this name is stored and was trained on every (uncensored) run the dataset has now."""
     predictors = store.predictors_frame().set_index("name")
     if name not in predictors.index:
         return False
     counts = (predictors.loc[name, "metrics"] or {}).get("n") or {}
-    return sum(counts.values()) == len(dataset_runs(store, dataset))
+    return sum(counts.values()) == len(dataset_runs(store, dataset, include_censored))
 
 
 def _chunk_step(store: Store, target: TargetModel, dataset: str, chunk: Chunk) -> Step:
     samples, temperature = SCENARIO_SAMPLING[chunk.scenario]
+    settings = GenerationSettings(chunk.max_new_tokens, temperature, 1.0, 0, chunk.system_prompt)
+
+    @cache
+    def prompts() -> list[PromptItem]:
+        budget = long_token_budget(target.context_length, chunk.max_new_tokens)
+        return build_scenario(chunk.scenario, chunk.n, chunk.seed, 2000,
+                              lambda text: len(target.tokenizer(text)["input_ids"]), budget)
 
     def run(on_progress: Progress):
-        budget = long_token_budget(target.context_length, chunk.max_new_tokens)
-        prompts = build_scenario(chunk.scenario, chunk.n, chunk.seed, 2000,
-                                 lambda text: len(target.tokenizer(text)["input_ids"]), budget)
-        settings = GenerationSettings(chunk.max_new_tokens, temperature, 1.0, 0)
-        return collect_dataset(store, target, dataset, prompts, settings, samples, on_progress=on_progress)
+        return collect_dataset(store, target, dataset, prompts(), settings, samples, on_progress=on_progress)
 
     return Step(f"collect {chunk.scenario} ({chunk.n} prompts x {samples}, cap {chunk.max_new_tokens}, "
                 f"seed {chunk.seed})",
-                lambda: False, run)
+                lambda: missing_runs(store, target, dataset, prompts(), settings, samples) == 0, run)
 
 
 def _import_step(store: Store, target: TargetModel, dataset: str, files: list[Path]) -> Step:
@@ -119,38 +154,101 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     from analysis.egtp.training import HeadConfig
 
     head = HeadConfig(epochs=epochs["head"])
+    censored = size in TRAINS_ON_CENSORED
+
+    def fresh(name: str) -> bool:
+        return _fresh(store, name, dataset, censored)
+
     steps += [
         Step(f"EGTP static heads, all poolings (layer {layer})",
              lambda: store.get_result(ABLATION_KIND, ablation_config(dataset, layer)) is not None
-             and _fresh(store, predictor_name(STATIC_KIND, dataset, layer), dataset),
-             lambda cb: train_static(store, dataset, layer=layer, config=head, on_progress=cb)),
-        Step(f"PLP head (layer {layer})", lambda: _fresh(store, predictor_name(PLP_KIND, dataset, layer), dataset),
+             and fresh(predictor_name(STATIC_KIND, dataset, layer)),
+             lambda cb: train_static(store, dataset, layer=layer, config=head, include_censored=censored,
+                                     on_progress=cb)),
+        Step(f"PLP head (layer {layer})", lambda: fresh(predictor_name(PLP_KIND, dataset, layer)),
              lambda cb: train_plp(store, dataset, layer, config=HeadConfig(epochs=max(2, epochs["head"] // 4),
-                                                                            batch_size=64), on_progress=cb)),
+                                                                            batch_size=64),
+                                  include_censored=censored, on_progress=cb)),
         Step(f"attribution (layer {layer}, pooling path)",
              lambda: store.get_result(ATTRIBUTION_KIND, attribution_config(dataset, layer, layer, 1.0)) is not None
-             and _fresh(store, predictor_name(STATIC_KIND, dataset, layer), dataset),
-             lambda cb: run_attribution(store, dataset, layer, on_progress=cb)),
-        Step(f"target probe (layer {probe_layer})",
-             lambda: _fresh(store, probe_name(dataset, probe_layer, "regression"), dataset),
-             lambda cb: train_probe_job(store, dataset, probe_layer, epochs=epochs["probe"], on_progress=cb)),
+             and fresh(predictor_name(STATIC_KIND, dataset, layer)),
+             lambda cb: run_attribution(store, dataset, layer, include_censored=censored, on_progress=cb)),
+        Step(f"target probe (layer {probe_layer})", lambda: fresh(probe_name(dataset, probe_layer, "regression")),
+             lambda cb: train_probe_job(store, dataset, probe_layer, epochs=epochs["probe"],
+                                        include_censored=censored, on_progress=cb)),
     ]
-    steps += [Step(f"drafter {variant}", lambda v=variant: _fresh(store, drafter_name(dataset, v), dataset),
+    steps += [Step(f"drafter {variant}", lambda v=variant: fresh(drafter_name(dataset, v)),
                    lambda cb, v=variant: train_drafter_job(store, target, dataset, v, epochs["drafter"],
-                                                           on_progress=cb))
+                                                           include_censored=censored, on_progress=cb))
               for variant in DRAFTER_VARIANTS]
     steps.append(Step("baselines (SSJF, S3, TRAIL, PiA, LTR)",
-                      lambda: all(_fresh(store, baseline_name(b, dataset), dataset) for b in BASELINES),
-                      lambda cb: train_baselines(store, dataset, BASELINES, target, on_progress=cb)))
-    steps.append(Step("claims", lambda: False, lambda cb: _store_claims(store, dataset, layer, probe_layer)))
+                      lambda: all(fresh(baseline_name(b, dataset)) for b in BASELINES),
+                      lambda cb: train_baselines(store, dataset, BASELINES, target, include_censored=censored,
+                                                 on_progress=cb)))
+    steps.append(Step("scheduler preset (OUTLETS drafter's test-split predictions, 1 prefill + 3 decode)",
+                      lambda: store.get_result(PRESET_KIND, preset_config(store, dataset)) is not None,
+                      lambda cb: run_preset(store, dataset, censored, on_progress=cb)))
+    steps.append(Step("claims", lambda: (stored_claims(store, dataset) or {}).get("predictor_ids")
+                      == _predictor_ids(store, dataset),
+                      lambda cb: _store_claims(store, dataset, layer, probe_layer)))
     return steps
+
+
+def _predictor_ids(store: Store, dataset: str) -> list[int]:
+    predictors = store.predictors_frame()
+    return sorted(int(i) for i in predictors.loc[predictors["dataset_id"] == store.dataset_id(dataset),
+                                                 "predictor_id"])
+
+
+def preset_config(store: Store, dataset: str) -> dict:
+    """The preset replays the OUTLETS drafter's predictions; a retrained drafter (a new id) needs a new run."""
+    predictors = store.predictors_frame().set_index("name")
+    name = drafter_name(dataset, "outlets")
+    return {"dataset": dataset, "predictor_id": int(predictors.loc[name, "predictor_id"])
+            if name in predictors.index else None}
+
+
+def run_preset(store: Store, dataset: str, include_censored: bool = False,
+               on_progress: Progress = no_progress) -> dict:
+    """The OUTLETS serving preset (RR+FCFS, RR+SJF, LB+SJF) on the dataset's test-split runs with the OUTLETS
+    drafter's out-of-sample predictions; stores and returns the short-request P99 changes vs RR+FCFS."""
+    config = preset_config(store, dataset)
+    if config["predictor_id"] is None:
+        raise ValueError(f"no OUTLETS drafter trained on {dataset!r} yet")
+    runs = dataset_runs(store, dataset, include_censored)
+    if not (runs["split"] == "test").any():
+        raise ValueError(f"dataset {dataset!r} has no {'' if include_censored else 'uncensored '}test runs to "
+                         "replay")
+    trace = dataset_trace(store, dataset, qps=1.0, split="test", include_censored=include_censored)
+    outcome = outlets_preset(store, trace, PredictorSpec(kind="stored", predictor_id=config["predictor_id"]),
+                             on_progress=on_progress)
+    payload = {"changes": outcome.changes, "note": outcome.note, "test_runs": len(trace)}
+    store.put_result(PRESET_KIND, f"scheduler preset {dataset}", config, payload)
+    return payload
+
+
+def stored_claims(store: Store, dataset: str) -> dict | None:
+    """The claims payload last stored for ``dataset`` (``claims`` rows and the predictor ids they judged)."""
+    return store.get_result(CLAIMS_KIND, {"dataset": dataset})
 
 
 def _store_claims(store: Store, dataset: str, layer: int, probe_layer: int):
     table = claims_table(store, dataset, layer, probe_layer)
     store.put_result(CLAIMS_KIND, f"claims {dataset}", {"dataset": dataset},
-                     {"claims": table.to_dict("records")})
+                     {"claims": table.to_dict("records"), "predictor_ids": _predictor_ids(store, dataset)})
     return table
+
+
+def study_checklist(store: Store, target: TargetModel, dataset: str, size: str = "starter") -> list[tuple[str, bool]]:
+    """(step, stored already) for every step of the study, in order (what the home page lists)."""
+    return [(step.name, _done(step)) for step in study_steps(store, target, dataset, size)]
+
+
+def _done(step: Step) -> bool:
+    try:
+        return bool(step.done())
+    except ValueError:  # e.g. the dataset has no runs yet
+        return False
 
 
 def run_study(store: Store, target: TargetModel, dataset: str, size: str = "starter",

@@ -24,3 +24,16 @@ def test_unknown_benchmark_is_rejected(capsys):
     with pytest.raises(SystemExit):
         main(["benchmark", "nope"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_training_commands_default_to_the_study_dataset(store, capsys):
+    from lenscope.cli import main
+    from tests.fakes import fake_target
+
+    assert main(["train-egtp"]) == 2
+    assert "no dataset yet; run `python -m lenscope study`" in capsys.readouterr().err
+    model_id = store.ensure_model(fake_target())
+    for name in ("starter", "study"):
+        store.ensure_dataset(name, model_id, {})
+        assert main(["train-probe"]) == 2  # both are empty: the error names the dataset it picked
+        assert f"dataset '{name}' has no runs" in capsys.readouterr().err

@@ -25,8 +25,9 @@ def page_env(store, target, monkeypatch):
 def test_page_without_any_data_says_how_to_create_it(page_env):
     at = open_page(PAGE).run()
     assert not at.exception
-    assert "train-drafter --dataset dev" in at.info[0].value
-    assert any("lenscope collect" in w.value for w in at.warning)
+    assert "starter study trains the OUTLETS drafter" in at.info[0].value
+    assert any("Run the starter study" in i.value for i in at.info[1:])
+    assert "Run the starter study" in [b.label for b in at.button]
     assert not at.get("plotly_chart")
 
 

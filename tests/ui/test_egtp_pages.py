@@ -87,7 +87,8 @@ def test_pages_without_data_say_what_to_run(data_dir, use_dir, page_file):
     use_dir(data_dir)
     at = open_page(page_file).run()
     assert not at.exception
-    assert any("lenscope collect" in i.value for i in at.info)
+    assert any("Run the starter study" in i.value for i in at.info)
+    assert [b.label for b in at.button] == ["Run the starter study"]
 
 
 def test_pages_render_with_data(trained_dir, use_dir):

@@ -26,7 +26,9 @@ def test_home_page_shows_model_and_store(data_dir):
     assert not at.exception
     assert any("30 layers" in m.value for m in at.markdown)
     assert [m.value for m in at.metric] == ["0", "0", "0"]
-    assert any("lenscope collect" in i.value for i in at.info)
+    assert at.button(key="starter").label == "Run the starter study"
+    steps = " ".join(m.value for m in at.markdown)
+    assert "collect chat" in steps and "claims" in steps and "to do" in steps and "done" not in steps
 
 
 @pytest.mark.model  # the app loads the embedded model itself
@@ -36,7 +38,7 @@ def test_home_page_collects_a_dataset_with_progress(data_dir):
     at.number_input(key="collect_n").set_value(2)
     at.slider(key="collect_humaneval").set_value(0.0)
     at.number_input(key="collect_max_new").set_value(4)
-    at.button[0].click().run()
+    at.button(key="collect_button").click().run()
     assert not at.exception and not at.error
     assert any("2 runs in 'home': 2 generated" in s.value for s in at.success)
     at.run()

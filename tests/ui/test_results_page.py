@@ -107,7 +107,8 @@ def test_figures():
 def test_page_without_dataset(data_dir):
     at = open_page(PAGE).run()
     assert not at.exception
-    assert any("lenscope collect" in i.value for i in at.info)
+    assert any("Run the starter study" in i.value for i in at.info)
+    assert [b.label for b in at.button] == ["Run the starter study"]
 
 
 def test_page_with_dataset_but_no_predictor(store, target):

@@ -178,5 +178,5 @@ def test_baseline_jobs_train_cache_and_register(store, target, monkeypatch):
 def test_cli_rejects_unknown_baselines(data_dir, capsys):
     from lenscope.cli import main
 
-    assert main(["train-baselines", "--only", "ssjf-reg,oracle"]) == 2
+    assert main(["train-baselines", "--dataset", "any", "--only", "ssjf-reg,oracle"]) == 2
     assert "unknown baselines ['oracle']" in capsys.readouterr().err

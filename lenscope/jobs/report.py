@@ -1,0 +1,114 @@
+"""A study as one self-contained HTML file (tables and interactive figures, plotly.js embedded once) that a
+reviewer opens offline: the dataset, the claims with their CIs, then each page's headline result."""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from cache.store import Store
+from lenscope.figures.egtp import ablation_pivot, attribution_table, mae_by_step_figure, pooling_ablation_figure
+from lenscope.figures.outlets import ablation_table
+from lenscope.figures.serving import outlets_change_figure
+from lenscope.jobs.claims import claims_table
+from lenscope.jobs.datasets import dataset_counts
+from lenscope.jobs.egtp import (
+    ABLATION_KIND,
+    ATTRIBUTION_KIND,
+    PAPER_ABLATION,
+    PAPER_PEARSON,
+    PAPER_PLP,
+    PLP_KIND,
+    ablation_config,
+    attribution_config,
+    plp_mae_curve,
+    predictor_name,
+)
+from lenscope.jobs.serving import OUTLETS_PAPER
+from lenscope.jobs.study import PRESET_KIND, preset_config
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:0.9em}td,th{border:1px solid #ccc;padding:4px 8px}
+th{background:#f3f3f3}h2{margin-top:2em;border-bottom:1px solid #ddd}.note{color:#666}"""
+
+
+class _Report:
+    """Sections in order; the first figure carries plotly.js, the others reuse it."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.figures = 0
+
+    def heading(self, text: str) -> None:
+        self.parts.append(f"<h2>{html.escape(text)}</h2>")
+
+    def note(self, text: str) -> None:
+        self.parts.append(f"<p class='note'>{html.escape(text)}</p>")
+
+    def table(self, frame: pd.DataFrame) -> None:
+        self.parts.append(frame.to_html(index=False, na_rep="", border=0))
+
+    def figure(self, fig: go.Figure) -> None:
+        self.parts.append(fig.to_html(full_html=False, include_plotlyjs=self.figures == 0))
+        self.figures += 1
+
+    def html(self, title: str) -> str:
+        return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+                f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(self.parts)}</body></html>")
+
+
+def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> str:
+    """The HTML report of ``dataset`` with heads at ``layer`` and the probe at ``probe_layer``; sections whose
+    step has not run say so."""
+    report = _Report()
+    counts = dataset_counts(store, dataset)
+    report.note(f"Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by lenscope. Dataset {dataset!r}: "
+                f"{counts.caption()}. Every number is computed on the test split's uncensored runs; differences "
+                "are paired bootstrap 95% CIs over test prompts.")
+
+    report.heading("The papers' claims")
+    report.table(claims_table(store, dataset, layer, probe_layer))
+    report.note("difference < 0 means the claim holds; reproduced = the whole CI is below 0.")
+
+    report.heading(f"Pooling ablation (static heads, layer {layer})")
+    ablation = store.get_result(ABLATION_KIND, ablation_config(dataset, layer))
+    if ablation is None:
+        report.note("Not run yet: `python -m lenscope train-egtp`.")
+    else:
+        report.table(ablation_pivot(ablation["rows"]).reset_index())
+        report.figure(pooling_ablation_figure(pd.DataFrame(ablation["rows"]), PAPER_ABLATION))
+
+    report.heading("Remaining length (PLP): MAE by observed steps")
+    plp = store.predictors_frame().set_index("name")
+    name = predictor_name(PLP_KIND, dataset, layer)
+    if name in plp.index:
+        report.figure(mae_by_step_figure(plp_mae_curve(store, int(plp.loc[name, "predictor_id"])), PAPER_PLP))
+    else:
+        report.note("Not run yet: `python -m lenscope train-plp`.")
+
+    report.heading("Attribution: entropy vs gradient importance")
+    attribution = store.get_result(ATTRIBUTION_KIND, attribution_config(dataset, layer, layer, 1.0))
+    if attribution is None:
+        report.note("Not run yet: `python -m lenscope attribution`.")
+    else:
+        report.table(attribution_table(attribution["summaries"], PAPER_PEARSON))
+
+    report.heading("Drafters and probes")
+    own = store.predictors_frame()
+    own = own[(own["dataset_id"] == store.dataset_id(dataset)) & own["kind"].isin(["drafter", "probe"])]
+    if own.empty:
+        report.note("Not run yet: `python -m lenscope train-drafter` and `train-probe`.")
+    else:
+        report.table(ablation_table(own))
+
+    report.heading("Scheduling: the OUTLETS preset (1 prefill + 3 decode)")
+    preset = store.get_result(PRESET_KIND, preset_config(store, dataset))
+    if preset is None:
+        report.note("Not run yet: the study's scheduler-preset step.")
+    else:
+        report.note(f"{preset['note']} ({preset['test_runs']} test runs, the OUTLETS drafter's predictions).")
+        report.figure(outlets_change_figure(preset["changes"], OUTLETS_PAPER["short_p99_change"]))
+    return report.html(f"lenscope study report: {dataset}")

@@ -1,0 +1,67 @@
+"""The guided tour: five steps of the story (entropy -> pooling -> remaining length -> drafter -> scheduling),
+each with the one number that matters, read from the user's own store (nothing is computed here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analysis.core.metrics import ci_text
+from cache.store import Store
+from lenscope.jobs.egtp import ATTRIBUTION_KIND, PAPER_PEARSON, attribution_config
+from lenscope.jobs.serving import OUTLETS_PAPER
+from lenscope.jobs.study import PRESET_KIND, preset_config, stored_claims
+
+
+@dataclass(frozen=True)
+class TourStop:
+    """One card: its title, the page it links to, the number (None until its step ran), what the number
+    means, and the paper's counterpart."""
+
+    title: str
+    page: str
+    value: str | None
+    detail: str
+    paper: str
+
+
+def _claim(claims: list[dict], starts: str) -> dict | None:
+    return next((c for c in claims if c["claim"].startswith(starts) and c["difference"] is not None
+                 and c["difference"] == c["difference"]), None)
+
+
+def _claim_stop(title: str, page: str, claim: dict | None, what: str, paper: str) -> TourStop:
+    if claim is None:
+        return TourStop(title, page, None, f"{what}: not measured yet", paper)
+    return TourStop(title, page, ci_text(claim["difference"], claim["lo"], claim["hi"], signed=True),
+                    f"{what} (tokens of MAE, paired 95% CI, {claim['runs']} test runs): {claim['verdict']}", paper)
+
+
+def tour(store: Store, dataset: str, layer: int) -> list[TourStop]:
+    """The five stops for ``dataset`` with heads at ``layer`` (the study's layer: the target's last)."""
+    attribution = store.get_result(ATTRIBUTION_KIND, attribution_config(dataset, layer, layer, 1.0))
+    summary = next((s for s in (attribution or {}).get("summaries", []) if s["head"] == "egtp"), None)
+    entropy = TourStop(
+        "1 · Entropy", "pages/2_Attribution.py",
+        None if summary is None else ci_text(summary["pearson"], *summary["pearson_ci"], digits=3),
+        "Pearson r of token entropy with gradient importance I_t = ||dL_MSE/dh_t||, EGTP head, test prompts"
+        + ("" if summary is None else f" ({summary['n_tokens']} tokens, {summary['n_runs']} prompts)"),
+        f"EGTP paper: r = {PAPER_PEARSON}")
+    claims = (stored_claims(store, dataset) or {}).get("claims", [])
+    preset = store.get_result(PRESET_KIND, preset_config(store, dataset))
+    change = None if preset is None else preset["changes"].get("LB+SJF")
+    scheduling = TourStop(
+        "5 · Scheduling", "pages/6_Scheduler_playground.py",
+        None if change is None else f"{change:+.1%}",
+        "short-request P99 latency, LB+SJF vs RR+FCFS, 1 prefill + 3 decode, the OUTLETS drafter's "
+        "out-of-sample predictions" + ("" if preset is None else f" ({preset['test_runs']} test runs)"),
+        f"OUTLETS paper: {OUTLETS_PAPER['short_p99_change']:+.1%}")
+    return [
+        entropy,
+        _claim_stop("2 · Pooling", "pages/4_Pooling_ablation.py", _claim(claims, "EGTP pooling < mean"),
+                    "EGTP minus mean pooling, static heads", "EGTP paper: EGTP below mean pooling"),
+        _claim_stop("3 · Remaining length", "pages/3_Remaining_length.py", _claim(claims, "PLP MAE falls"),
+                    "PLP MAE at step 32 minus step 0", "EGTP paper: falls (e.g. 95.2 -> 80.9 on RL)"),
+        _claim_stop("4 · Drafter", "pages/5_Drafter_vs_target.py", _claim(claims, "drafter dynamic"),
+                    "OUTLETS drafter minus target probe, steps 0-32", "OUTLETS paper: drafter below probes"),
+        scheduling,
+    ]
