@@ -3,7 +3,7 @@
 import streamlit as st
 
 from lenscope.app.runner import run_job
-from lenscope.app.study import checklist, guided_tour, starter_button, starter_dataset
+from lenscope.app.study import checklist, guided_tour, report_button, starter_button, starter_dataset
 from lenscope.app.widgets import get_store, model_picker
 from lenscope.jobs.collect import collect_sample
 from lenscope.jobs.runs import GenerationSettings
@@ -71,4 +71,5 @@ if names and target is not None:
     dataset = preferred_dataset(names)
     st.subheader(f"Guided tour: dataset {dataset!r}")
     guided_tour(store, dataset, target.num_layers)
+    report_button(store, dataset)
     st.dataframe(datasets[["name", "runs", "created"]], hide_index=True, width="stretch")

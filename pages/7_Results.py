@@ -3,7 +3,7 @@
 import streamlit as st
 
 from lenscope.app.results import inspect_cell, load_frame, picked_cell, train_panel
-from lenscope.app.study import dataset_picker
+from lenscope.app.study import dataset_picker, report_button
 from lenscope.app.widgets import get_store, show_figure
 from lenscope.figures.results import comparison_table, length_cdf_figure, mae_bars
 from lenscope.jobs.results import ALL, length_cdfs, paired_vs_reference, score_matrix, score_table, select
@@ -26,6 +26,7 @@ include_censored = st.sidebar.checkbox("Include censored runs", key="results_cen
                                        help="Runs cut at the token cap have no true length and are left out of "
                                             "scoring by default; tick to score them against the cap.")
 train_panel(store, dataset)
+report_button(store, dataset)
 predictors = store.predictors_frame()
 signature = (store.url, tuple(predictors["predictor_id"]), len(store.runs_frame(dataset)), include_censored)
 try:

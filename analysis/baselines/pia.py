@@ -11,9 +11,10 @@ gets the fallback (the training median) and is flagged.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models.engine import GenerationSettings, generate
+from models.engine import BatchedEngine, GenerationSettings
 from models.target import TargetModel
 
 PIA_TEMPLATE = ("Before you answer the request below, estimate how long your answer will be. "
@@ -99,7 +100,10 @@ def parse_length_answer(answer: str, fallback: float) -> LengthEstimate:
     return LengthEstimate(value * _unit_factor(unit), False, f"{how} in {unit or DEFAULT_UNIT + 's (default)'}")
 
 
-def ask_length(target: TargetModel, prompt: str, max_new_tokens: int = 24) -> str:
-    """The target's greedy answer to the PiA question about ``prompt`` (no hidden states recorded)."""
+def ask_lengths(target: TargetModel, prompts: Sequence[str], max_new_tokens: int = 24) -> list[str]:
+    """The target's greedy answers to the PiA question about each of ``prompts``, sampled as one batch by
+    the collection engine (no features recorded)."""
     settings = GenerationSettings(max_new_tokens=max_new_tokens, temperature=0.0, seed=0)
-    return generate(target, PIA_TEMPLATE.format(prompt=prompt), settings, layers=[]).text.strip()
+    ids = [target.chat_ids(PIA_TEMPLATE.format(prompt=p)) for p in prompts]
+    answers = dict(BatchedEngine(target, features="none").run(ids, [settings] * len(ids)))
+    return [answers[i].text.strip() for i in range(len(prompts))]

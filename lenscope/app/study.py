@@ -10,7 +10,16 @@ from cache.store import Store
 from lenscope.app.background import get_job, show_job, start_job
 from lenscope.app.widgets import MODEL_KEY, get_target
 from lenscope.jobs.datasets import dataset_counts
-from lenscope.jobs.study import SIZES, preferred_dataset, run_study, study_checklist, study_dataset, study_steps
+from lenscope.jobs.report import study_report
+from lenscope.jobs.study import (
+    SIZES,
+    preferred_dataset,
+    run_study,
+    study_checklist,
+    study_dataset,
+    study_layers,
+    study_steps,
+)
 from lenscope.jobs.tour import tour
 from models.target import TargetModel
 
@@ -102,6 +111,15 @@ def checklist(store: Store, target: TargetModel) -> None:
     icons = {"done": "✅", "running": "⏳", "to do": "▫️"}
     st.markdown("\n".join(f"{k}. {icons[status]} {name} — *{status}*" for k, (name, status) in
                           enumerate(rows, start=1)))
+
+
+def report_button(store: Store, dataset: str, key: str = "report") -> None:
+    """Download the study of ``dataset`` as one offline HTML file (built when clicked)."""
+    st.download_button("Download the study report (HTML)", key=key, on_click="ignore", mime="text/html",
+                       data=lambda: study_report(store, dataset, *study_layers(store, dataset)),
+                       file_name=f"lenscope-report-{dataset}.html",
+                       help="Claims with CIs, the pooling ablation, PLP, attribution, drafters and the scheduler "
+                            "preset in one file that opens offline (also `python -m lenscope report`).")
 
 
 def guided_tour(store: Store, dataset: str, layer: int) -> None:

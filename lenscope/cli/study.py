@@ -21,6 +21,8 @@ def register(subparsers) -> None:
                    help="starter: a first look (minutes on 2 CPU cores); full: the >= 2,000-run study whose "
                         "generations ship in data/generations/ (imported first); tiny: for tests")
     p.add_argument("--dataset", default=None, help="dataset name (default: study for full, else the size's name)")
+    p.add_argument("--train-only", action="store_true",
+                   help="skip importing and collecting: train, attribute and judge on the runs stored now")
     p.set_defaults(func=run)
 
 
@@ -36,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops between stored results, like Ctrl-C
     bars = PhaseBars()
     try:
-        report = run_study(store, target, dataset, args.size, on_progress=bars)
+        report = run_study(store, target, dataset, args.size, on_progress=bars, collect=not args.train_only)
     finally:
         bars.close()
     for step, status in report:

@@ -24,7 +24,7 @@ from analysis.baselines.ltr import CALIBRATION_FILE, ranking_scores, train_ranke
 from analysis.baselines.pia import (
     PIA_TEMPLATE,
     TOKENS_PER_WORD,
-    ask_length,
+    ask_lengths,
     parse_length_answer,
 )
 from analysis.baselines.proxy import (
@@ -56,6 +56,7 @@ DESCRIPTIONS = {
     "ltr": "LTR: learning-to-rank scorer on prompt embeddings, scores mapped to lengths by quantiles",
 }
 BASELINE_KIND, EMBEDDING_KIND, PIA_ANSWER_KIND = "baseline", "encoder_embedding", "pia_answer"
+PIA_BATCH = 64
 
 
 @dataclass
@@ -104,18 +105,25 @@ def prompt_embeddings(store: Store, texts: Sequence[str], on_progress: Progress 
 
 def pia_answers(store: Store, target: TargetModel, prompts: Sequence[str], max_new_tokens: int = 24,
                 on_progress: Progress = no_progress) -> list[str]:
-    """The target's answers to the PiA question for each prompt (asked once per model and prompt)."""
+    """The target's answers to the PiA question for each prompt (asked once per model and prompt, in batches
+    of :data:`PIA_BATCH`)."""
+    def config(prompt: str) -> dict:
+        return {"model": target.key, "prompt": text_hash(prompt), "template": text_hash(PIA_TEMPLATE),
+                "max_new_tokens": max_new_tokens}
+
     answers: dict[str, str] = {}
     distinct = list(dict.fromkeys(prompts))
-    for i, prompt in enumerate(distinct):
-        config = {"model": target.key, "prompt": text_hash(prompt), "template": text_hash(PIA_TEMPLATE),
-                  "max_new_tokens": max_new_tokens}
-        cached = store.get_result(PIA_ANSWER_KIND, config)
-        if cached is None:
-            cached = {"answer": ask_length(target, prompt, max_new_tokens)}
-            store.put_result(PIA_ANSWER_KIND, f"PiA {text_hash(prompt)[:12]}", config, cached)
-        answers[prompt] = cached["answer"]
-        on_progress(i + 1, len(distinct), "asking the target (PiA)")
+    for prompt in distinct:
+        cached = store.get_result(PIA_ANSWER_KIND, config(prompt))
+        if cached is not None:
+            answers[prompt] = cached["answer"]
+    todo = [p for p in distinct if p not in answers]
+    for start in range(0, len(todo), PIA_BATCH):
+        batch = todo[start:start + PIA_BATCH]
+        for prompt, answer in zip(batch, ask_lengths(target, batch, max_new_tokens)):
+            store.put_result(PIA_ANSWER_KIND, f"PiA {text_hash(prompt)[:12]}", config(prompt), {"answer": answer})
+            answers[prompt] = answer
+        on_progress(start + len(batch), len(todo), "asking the target (PiA)")
     return [answers[p] for p in prompts]
 
 

@@ -43,7 +43,9 @@ from models.target import TargetModel
 CLAIMS_KIND = "study_claims"
 PRESET_KIND = "study_preset"
 SHIPPED = REPO_ROOT / "data" / "generations"
-DRAFTER_VARIANTS = ("outlets", "lp-only", "sd-only")
+# Drafter variants per size: the starter trains only the OUTLETS drafter (the ablations need the full study).
+DRAFTER_VARIANTS = {"tiny": ("outlets", "lp-only", "sd-only"), "starter": ("outlets",),
+                    "full": ("outlets", "lp-only", "sd-only")}
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class Chunk:
 
 SIZES = {
     "tiny": (Chunk("chat", 10, 48), Chunk("reasoning", 2, 16), Chunk("rl", 1, 16)),
-    "starter": (Chunk("chat", 48, 256), Chunk("reasoning", 12, 256), Chunk("rl", 4, 256), Chunk("long", 6, 256)),
+    "starter": (Chunk("chat", 120, 256), Chunk("reasoning", 6, 256), Chunk("rl", 2, 256), Chunk("long", 4, 256)),
     "full": (Chunk("chat", 1400, 1024), Chunk("reasoning", 104, 1024), Chunk("rl", 105, 1024),
              Chunk("long", 500, 1024), Chunk("chat", 700, 1024, seed=1)),
 }
@@ -140,17 +142,20 @@ def _import_step(store: Store, target: TargetModel, dataset: str, files: list[Pa
     return Step(f"import {len(files)} shipped generations file(s)", lambda: False, run)
 
 
-def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "starter") -> list[Step]:
-    """The steps of a study of ``size`` on ``dataset`` (shipped generations of that name are imported first)."""
+def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "starter",
+                collect: bool = True) -> list[Step]:
+    """The steps of a study of ``size`` on ``dataset`` (shipped generations of that name are imported first);
+    ``collect=False`` leaves out importing and collecting: train and judge on the runs stored now."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, not {size!r}")
     layer, probe_layer = target.num_layers, target.num_layers // 2
     epochs = EPOCHS[size]
     steps = []
     shipped = sorted(SHIPPED.glob(f"{dataset}-*.jsonl.gz"))
-    if shipped:
+    if shipped and collect:
         steps.append(_import_step(store, target, dataset, shipped))
-    steps += [_chunk_step(store, target, dataset, chunk) for chunk in SIZES[size]]
+    if collect:
+        steps += [_chunk_step(store, target, dataset, chunk) for chunk in SIZES[size]]
     from analysis.egtp.training import HeadConfig
 
     head = HeadConfig(epochs=epochs["head"])
@@ -180,7 +185,7 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     steps += [Step(f"drafter {variant}", lambda v=variant: fresh(drafter_name(dataset, v)),
                    lambda cb, v=variant: train_drafter_job(store, target, dataset, v, epochs["drafter"],
                                                            include_censored=censored, on_progress=cb))
-              for variant in DRAFTER_VARIANTS]
+              for variant in DRAFTER_VARIANTS[size]]
     steps.append(Step("baselines (SSJF, S3, TRAIL, PiA, LTR)",
                       lambda: all(fresh(baseline_name(b, dataset)) for b in BASELINES),
                       lambda cb: train_baselines(store, dataset, BASELINES, target, include_censored=censored,
@@ -252,11 +257,11 @@ def _done(step: Step) -> bool:
 
 
 def run_study(store: Store, target: TargetModel, dataset: str, size: str = "starter",
-              on_progress: Progress = no_progress) -> list[tuple[str, str]]:
+              on_progress: Progress = no_progress, collect: bool = True) -> list[tuple[str, str]]:
     """Run every step not done yet; returns (step, status) per step: ``done``, ``skipped`` (stored already) or
     ``not run: why`` (a step that cannot run on this data, e.g. too few uncensored runs). Progress labels name
     the step (``step i/n: ...``); an interruption keeps whatever the steps stored."""
-    steps = study_steps(store, target, dataset, size)
+    steps = study_steps(store, target, dataset, size, collect)
     report = []
     for i, step in enumerate(steps, start=1):
         label = f"step {i}/{len(steps)}: {step.name}"

@@ -52,6 +52,9 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     assert main(["study", "--size", "tiny"]) == 0
     out = capsys.readouterr().out
     assert "| claim | paper |" in out and "collect chat" in out and "skipped" in out
+    assert main(["study", "--size", "tiny", "--train-only"]) == 0
+    out = capsys.readouterr().out
+    assert "collect chat" not in out and "claims: skipped" in out
 
     report_file = tmp_path / "report.html"
     assert main(["report", "--dataset", "tiny", "--out", str(report_file)]) == 0

@@ -168,7 +168,7 @@ def test_baseline_jobs_train_cache_and_register(store, target, monkeypatch):
         raise AssertionError("should have come from the cache")
 
     monkeypatch.setattr(baseline_jobs, "load_encoder", fail)
-    monkeypatch.setattr(baseline_jobs, "ask_length", fail)
+    monkeypatch.setattr(baseline_jobs, "ask_lengths", fail)
     train_baselines(store, "tiny", ["ssjf-reg", "pia"], target, cfg, include_censored=True)
     frame = benchmark_frame(store, "tiny", include_censored=True)
     assert {"constant (train mean)", "ssjf-reg:tiny", "ltr:tiny"} <= set(frame["predictor"])
