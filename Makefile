@@ -1,6 +1,8 @@
 # The two commands of the README: `make run` (set up, then start the app) and `make test`.
 PYTHON ?= python3
 PORT ?= 8501
+# 127.0.0.1: only this machine reaches the app; `make run ADDRESS=0.0.0.0` exposes it on purpose.
+ADDRESS ?= 127.0.0.1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup setup-browser run test test-fast lint
@@ -15,7 +17,7 @@ setup-browser:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
 
 run: setup
-	$(PYTHON) -m streamlit run app.py --server.port $(PORT) --browser.gatherUsageStats false
+	$(PYTHON) -m streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT) --browser.gatherUsageStats false
 
 test: setup setup-browser lint
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest
