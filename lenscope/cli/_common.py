@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from tqdm import tqdm
 
@@ -22,6 +23,27 @@ def metrics_line(m: dict) -> str:
             text += f" vs constant {m[f'constant_{key}_mae']:.1f}: {ci_text(*diff, signed=True)}"
         parts.append(text)
     return "; ".join(parts) + f" on {m['eval_split']} ({m['n_runs']} runs)"
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (checked before any model is loaded)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def output_file(text: str) -> Path:
+    """argparse type: a file to write whose folder exists (checked before the work, not after it)."""
+    path = Path(text)
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
+    return path
 
 
 def add_dataset_arg(parser: argparse.ArgumentParser, help: str = "dataset name") -> None:

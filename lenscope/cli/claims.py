@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lenscope.cli._common import add_dataset_arg
+from lenscope.cli._common import add_dataset_arg, output_file
 
 
 def _dataset_args(p: argparse.ArgumentParser) -> None:
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("report", help="write a study's tables and figures as one HTML file that opens "
                                              "offline")
     _dataset_args(p)
-    p.add_argument("--out", type=Path, default=None, help="default: lenscope-report-<dataset>.html")
+    p.add_argument("--out", type=output_file, default=None, help="default: lenscope-report-<dataset>.html")
     p.set_defaults(func=run_report)
 
 

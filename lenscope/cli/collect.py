@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 from analysis.data.scenarios import LONG_TOKEN_CAP, SCENARIO_SAMPLING, SCENARIOS
-from lenscope.cli._common import PhaseBars, add_model_args, load_target, progress_bar
+from lenscope.cli._common import PhaseBars, add_model_args, load_target, output_file, positive_int, progress_bar
 from models.engine import FEATURE_MODES
 
 
@@ -39,7 +39,7 @@ def _interrupt(signum, frame) -> None:
 def register(subparsers) -> None:
     p = subparsers.add_parser("collect", help="generate answers for sampled prompts and store true lengths")
     add_model_args(p)
-    p.add_argument("--n", type=int, default=200, help="number of prompts")
+    p.add_argument("--n", type=positive_int, default=200, help="number of prompts")
     p.add_argument("--dataset", default="default", help="dataset name")
     p.add_argument("--sources", type=_parse_sources, default=None,
                    help="prompt sources and weights, e.g. sharegpt=3,humaneval=1 (default; not with --scenario)")
@@ -47,7 +47,7 @@ def register(subparsers) -> None:
                    help="ForeLen-style scenario instead of --sources: chat (ShareGPT first turns), long "
                         "(flattened multi-turn conversations), reasoning (step-by-step math/code), rl "
                         "(math/code sampled 4 times at temperature 1.0)")
-    p.add_argument("--max-new-tokens", type=int, default=1024)
+    p.add_argument("--max-new-tokens", type=positive_int, default=1024)
     p.add_argument("--batch-size", type=_batch_size, default="auto",
                    help="rows sampled at once (default auto: from a memory budget, at most 64 on CPU, 256 on CUDA)")
     p.add_argument("--features", choices=FEATURE_MODES[:2], default="decode",
@@ -60,7 +60,7 @@ def register(subparsers) -> None:
     p.add_argument("--system-prompt", default="default",
                    help="system turn of the chat template: default (the template's own, e.g. SmolLM2's fixed "
                         "24-token preamble), none (an empty system turn) or a text; prompt pooling never covers it")
-    p.add_argument("--samples-per-prompt", type=int, default=None,
+    p.add_argument("--samples-per-prompt", type=positive_int, default=None,
                    help="answers per prompt (default 1; 4 for --scenario rl)")
     p.add_argument("--max-prompt-chars", type=int, default=2000)
     p.add_argument("--max-prompt-tokens", type=int, default=None,
@@ -70,7 +70,7 @@ def register(subparsers) -> None:
     e = subparsers.add_parser("export-generations", help="write a dataset's generations (token ids, no features) "
                               "to a .jsonl.gz file")
     e.add_argument("--dataset", required=True)
-    e.add_argument("--out", type=Path, required=True, help="file to write (.jsonl.gz)")
+    e.add_argument("--out", type=output_file, required=True, help="file to write (.jsonl.gz)")
     e.set_defaults(func=export)
     i = subparsers.add_parser("import-generations", help="store generations from a .jsonl.gz file, features "
                               "recomputed by one teacher-forced pass (a collection continued afterwards skips them)")

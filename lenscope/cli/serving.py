@@ -9,7 +9,7 @@ from pathlib import Path
 from analysis.serving.engine import BATCHING, MODES
 from analysis.serving.policies import DISPATCHERS, QUEUE_POLICIES
 from analysis.serving.predictors import PREDICTOR_KINDS
-from lenscope.cli._common import PhaseBars
+from lenscope.cli._common import PhaseBars, output_file
 
 
 def register(subparsers) -> None:
@@ -39,7 +39,7 @@ def register(subparsers) -> None:
     p.add_argument("--short-quantile", type=float, default=0.5)
     p.add_argument("--cost-json", type=Path, help="cost model from `lenscope calibrate-cost --out`")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, help="write per-request latencies to this CSV")
+    p.add_argument("--out", type=output_file, help="write per-request latencies to this CSV")
     p.add_argument("--no-cache", action="store_true", help="recompute even if the store has the result")
     p.set_defaults(func=run)
 
@@ -48,7 +48,7 @@ def register(subparsers) -> None:
     c.add_argument("--model", help="model name in the profile (omit to list configurations)")
     c.add_argument("--hardware")
     c.add_argument("--tp", type=int, help="tensor parallel degree")
-    c.add_argument("--out", type=Path, help="write the fitted cost model as JSON")
+    c.add_argument("--out", type=output_file, help="write the fitted cost model as JSON")
     c.set_defaults(func=calibrate)
 
 

@@ -88,6 +88,9 @@ def build_predictor(store: Store, spec: PredictorSpec, trace: pd.DataFrame):
             raise ValueError("choose a trained predictor (predictor_id)")
         if "run_id" not in trace or trace["run_id"].isna().any():
             raise ValueError("a trained predictor needs a trace built from the app's runs (with run ids)")
+        if spec.predictor_id not in set(store.predictors_frame()["predictor_id"].astype(int)):
+            raise ValueError(f"no trained predictor with id {spec.predictor_id}; the Results page and "
+                             "`python -m lenscope claims` list the stored ones")
         predictions, run_ids = store.predictions_frame(spec.predictor_id), trace["run_id"].to_numpy(np.int64)
         check_out_of_sample(predictions, run_ids)
     return make_predictor(spec.kind, trace["output_tokens"].to_numpy(), mae=spec.mae, constant=spec.constant,

@@ -37,3 +37,36 @@ def test_training_commands_default_to_the_study_dataset(store, capsys):
         store.ensure_dataset(name, model_id, {})
         assert main(["train-probe"]) == 2  # both are empty: the error names the dataset it picked
         assert f"dataset '{name}' has no runs" in capsys.readouterr().err
+
+
+def test_bad_arguments_fail_before_any_work(data_dir, tmp_path, capsys, monkeypatch):
+    import pytest
+
+    from lenscope.cli import main
+
+    monkeypatch.setattr("lenscope.cli.collect.load_target", lambda args: pytest.fail("loaded the model"))
+    for argv, message in [
+        (["collect", "--max-new-tokens", "0"], "argument --max-new-tokens: must be at least 1, not 0"),
+        (["collect", "--n", "x"], "argument --n: expected an integer, not 'x'"),
+        (["simulate", "--trace", "t.csv", "--out", str(tmp_path / "missing" / "out.csv")],
+         f"argument --out: folder '{tmp_path / 'missing'}' does not exist"),
+        (["report", "--out", str(tmp_path)], "is a folder; give a file name"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err, argv
+    from cache.store import Store
+
+    assert Store().datasets_frame().empty  # nothing was created
+
+
+def test_a_missing_predictor_is_named(data_dir):
+    import pandas as pd
+    import pytest
+
+    from cache.store import Store
+    from lenscope.jobs.serving import PredictorSpec, build_predictor
+
+    trace = pd.DataFrame({"arrival_s": [0.0], "prompt_tokens": [5], "output_tokens": [7], "run_id": [1]})
+    with pytest.raises(ValueError, match="no trained predictor with id 99999"):
+        build_predictor(Store(), PredictorSpec(kind="stored", predictor_id=99999), trace)
