@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from sqlalchemy import create_engine, delete, event, select
+from sqlalchemy import create_engine, delete, event, func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -374,6 +374,17 @@ class Store:
         with self.session() as s:
             row = s.scalar(select(Result).where(Result.key == json_key(kind, config)))
             return None if row is None else row.payload
+
+    def signature(self) -> tuple[int, ...]:
+        """Dataset memberships, predictors (count, newest id) and results (count, newest id): changes whenever a
+        run, predictor or result is added or a predictor retrained; one cheap query for page-level memos."""
+        with self.session() as s:
+            return tuple(int(v or 0) for v in s.execute(select(
+                select(func.count()).select_from(DatasetRun).scalar_subquery(),
+                select(func.count()).select_from(Predictor).scalar_subquery(),
+                select(func.max(Predictor.id)).scalar_subquery(),
+                select(func.count()).select_from(Result).scalar_subquery(),
+                select(func.max(Result.id)).scalar_subquery())).one())
 
     def results_frame(self, kind: str | None = None) -> pd.DataFrame:
         """Stored results (newest first)."""

@@ -19,7 +19,7 @@ if target is None:
 store = get_store()
 
 with st.form("generate"):
-    prompt = st.text_area("Prompt", key="entropy_prompt", height=120, max_chars=100_000,
+    prompt = st.text_area("Prompt", key="entropy_prompt", height=120,
                           placeholder="Ask the model something, e.g. 'Explain what a hash map is.'")
     c1, c2, c3 = st.columns(3)
     max_new = c1.number_input("Max new tokens", 1, 2048, 128, key="entropy_max_new")

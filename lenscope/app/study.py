@@ -91,11 +91,6 @@ def _checklist(_store: Store, _target: TargetModel, dataset: str, size: str, sig
     return study_checklist(_store, _target, dataset, size)
 
 
-def _store_signature(store: Store) -> tuple:
-    """Changes whenever a run, predictor or result is added (so the checklist is recomputed then only)."""
-    return (int(store.datasets_frame()["runs"].sum()), len(store.predictors_frame()), len(store.results_frame()))
-
-
 def checklist(store: Store, target: TargetModel) -> None:
     """Each step of the starter study: done, running or to do."""
     size, dataset = starter_size(), starter_dataset()
@@ -107,7 +102,7 @@ def checklist(store: Store, target: TargetModel) -> None:
                 for i, name in enumerate(names, start=1)]
     else:
         rows = [(name, "done" if done else "to do")
-                for name, done in _checklist(store, target, dataset, size, _store_signature(store))]
+                for name, done in _checklist(store, target, dataset, size, store.signature())]
     icons = {"done": "✅", "running": "⏳", "to do": "▫️"}
     st.markdown("\n".join(f"{k}. {icons[status]} {name} — *{status}*" for k, (name, status) in
                           enumerate(rows, start=1)))

@@ -12,6 +12,10 @@ from models.target import TargetModel
 __all__ = ["GenerationSettings", "generate_cached"]  # the settings type is re-exported for the app
 
 
+# Far beyond any model context here, so a real prompt never meets it; it keeps a pasted book from being tokenized.
+MAX_PROMPT_CHARS = 100_000
+
+
 def generate_cached(
     store: Store,
     target: TargetModel,
@@ -24,8 +28,12 @@ def generate_cached(
 ) -> tuple[StoredRun, bool]:
     """Return the stored run for this request, generating and storing it on a miss.
 
-    The second value is True on a cache hit.
+    The second value is True on a cache hit. A prompt longer than :data:`MAX_PROMPT_CHARS` is refused with its
+    length (before tokenizing it).
     """
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"the prompt has {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,} (the model "
+                         f"reads at most {target.context_length:,} tokens)")
     layers = list(layers) if layers is not None else target.default_layers()
     key = store.run_key(target.key, prompt, settings.as_dict(), layers)
     run_id = store.find_run(key)

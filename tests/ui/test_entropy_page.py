@@ -65,6 +65,9 @@ def test_entropy_page_rejects_empty_prompt(data_dir):
     at.text_area(key="entropy_prompt").input("   ")
     at.button[0].click().run()
     assert at.error and "empty" in at.error[0].value
+    at.text_area(key="entropy_prompt").input("x" * 150_000)  # a paste over the limit is not silently dropped
+    at.button[0].click().run()
+    assert not at.exception and "the prompt has 150,000 characters; the limit is 100,000" in at.error[0].value
 
 
 def test_browser_types_prompt_and_sees_heatmap(streamlit_server, page):

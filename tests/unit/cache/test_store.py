@@ -120,3 +120,21 @@ def test_runs_are_written_in_batches_and_keep_their_ids(store):
     ids = store.save_runs(fake_target(), new)
     assert len(set(ids)) == 5 and store.save_runs(fake_target(), new[::-1]) == ids[::-1]
     assert store.load_run(ids[2]).features.tokens == new[2].generation.features.tokens
+
+
+def test_signature_changes_when_something_is_added(store):
+    from tests.fakes import fake_generation, fake_target
+
+    empty = store.signature()
+    assert empty == (0, 0, 0, 0, 0)
+    target = fake_target()
+    run_id = store.save_run(target, "hi", fake_generation(3, 4))
+    store.add_to_dataset(store.ensure_dataset("d", store.ensure_model(target), {}), run_id, "chat")
+    with_run = store.signature()
+    pid = store.save_predictor("p", "kind", {}, {})
+    with_predictor = store.signature()
+    store.put_result("kind", "r", {"a": 1}, {"x": 1})
+    with_result = store.signature()
+    assert empty < with_run and with_run[0] == 1
+    assert with_predictor[1:3] == (1, pid) and with_result[3] == 1
+    assert store.signature() == with_result  # reading changes nothing
