@@ -72,13 +72,15 @@ def empty_state(store: Store, what: str = "No dataset in the store yet.") -> Non
 
 
 def dataset_picker(store: Store) -> str | None:
-    """Sidebar choice of a stored dataset, opening on the study's; None (after the starter button) when there
-    is none."""
+    """Sidebar choice of a stored dataset, opening on the one the URL names (``?dataset=NAME``), else the
+    study's; None (after the starter button) when there is none."""
     names = store.datasets_frame()["name"].tolist()
     if not names:
         empty_state(store)
         return None
-    name = st.sidebar.selectbox("Dataset", names, index=names.index(preferred_dataset(names)))
+    requested = st.query_params.get("dataset")
+    default = requested if requested in names else preferred_dataset(names)
+    name = st.sidebar.selectbox("Dataset", names, index=names.index(default))
     try:
         st.sidebar.caption(dataset_counts(store, name).caption())
     except ValueError as exc:  # a dataset whose collection stored nothing yet

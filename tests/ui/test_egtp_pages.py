@@ -133,7 +133,7 @@ def test_browser_pooling_ablation(server_data_dir, streamlit_server, page, monke
     store = Store()
     synthetic_dataset(store, "dev", n=30)
     train_static(store, "dev", config=HeadConfig(epochs=5, hidden=16))
-    page.goto(f"{streamlit_server}/Pooling_ablation", timeout=120_000)
+    page.goto(f"{streamlit_server}/Pooling_ablation?dataset=dev", timeout=120_000)  # a link names its dataset
     page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
     page.get_by_text("Paper (reference only)").first.wait_for(timeout=30_000)
     assert page.locator(".js-plotly-plot").count() == 1

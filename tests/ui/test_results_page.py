@@ -165,7 +165,7 @@ def test_browser_results_page(streamlit_server, server_data_dir, page, target):
     from tests.conftest import ARTIFACTS
 
     seed_store(Store(f"sqlite:///{server_data_dir / 'lenscope.db'}", server_data_dir / "tensors"), target, "browser")
-    page.goto(f"{streamlit_server}/Results", timeout=120_000)
+    page.goto(f"{streamlit_server}/Results?dataset=browser", timeout=120_000)
     page.get_by_text("Include censored runs").click(timeout=180_000)  # the seeded 5-token runs hit the cap
     page.get_by_text("MAE (tokens) on").first.wait_for(timeout=180_000)
     page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
