@@ -37,3 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"lenscope {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C or `kill`: every finished result is stored already
+        print(f"lenscope {args.command}: interrupted; what finished is stored, and the same command resumes",
+              file=sys.stderr)
+        return 130

@@ -70,3 +70,15 @@ def test_a_missing_predictor_is_named(data_dir):
     trace = pd.DataFrame({"arrival_s": [0.0], "prompt_tokens": [5], "output_tokens": [7], "run_id": [1]})
     with pytest.raises(ValueError, match="no trained predictor with id 99999"):
         build_predictor(Store(), PredictorSpec(kind="stored", predictor_id=99999), trace)
+
+
+def test_an_interrupted_command_says_it_resumes_without_a_traceback(data_dir, capsys, monkeypatch):
+    from lenscope.cli import main
+
+    def interrupted(args):
+        raise KeyboardInterrupt("signal 15")
+
+    monkeypatch.setattr("lenscope.cli.claims.run_claims", interrupted)
+    assert main(["claims", "--dataset", "any"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted; what finished is stored, and the same command resumes" in err and "Traceback" not in err
