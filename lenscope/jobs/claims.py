@@ -50,10 +50,11 @@ def _claim(text: str, paper: str, diff: dict | None) -> Claim:
                  verdict(diff["lo"], diff["hi"], diff["runs"]))
 
 
-def _ids(store: Store, dataset: str) -> dict[str, int]:
+def dataset_predictors(store: Store, dataset: str) -> dict[str, int]:
+    """Name -> id of every predictor trained on ``dataset``."""
     predictors = store.predictors_frame()
     own = predictors[predictors["dataset_id"] == store.dataset_id(dataset)]
-    return dict(zip(own["name"], own["predictor_id"].astype(int)))
+    return {name: int(pid) for name, pid in zip(own["name"], own["predictor_id"])}
 
 
 def _pair(store: Store, ids: dict, first: str, second: str, steps: str = "0") -> dict | None:
@@ -97,7 +98,7 @@ def _vs_constant(store: Store, dataset: str) -> list[Claim]:
 def claims_table(store: Store, dataset: str, layer: int = 30, probe_layer: int = 15) -> pd.DataFrame:
     """Every claim of the study (EGTP pooling, learned predictors vs the constant, PLP, drafter vs probe,
     EGTP vs proxy-encoder baselines) on ``dataset``; unmeasured claims say which predictors are missing."""
-    ids = _ids(store, dataset)
+    ids = dataset_predictors(store, dataset)
     paper = PAPER_ABLATION.set_index("pooling")["mean_mae"]
     egtp = predictor_name(STATIC_KIND, dataset, layer, "egtp")
     claims = [_claim(f"EGTP pooling < {other} pooling (static, layer {layer})",

@@ -51,9 +51,9 @@ def missing_runs(store: Store, target: TargetModel, name: str, prompts: Sequence
                  settings: GenerationSettings, samples_per_prompt: int = 1) -> int:
     """How many runs a collection of these requests into dataset ``name`` would still generate or add."""
     keys = request_keys(store, target, collection_requests(prompts, settings, samples_per_prompt))
-    found = store.find_runs(keys)
-    if name not in set(store.datasets_frame()["name"]):
+    if store.dataset_id(name) is None:
         return len(keys)
+    found = store.find_runs(keys)
     in_dataset = set(store.runs_frame(name)["run_id"].astype(int))
     return sum(found.get(key) not in in_dataset for key in keys)
 

@@ -115,6 +115,9 @@ def dataset_trace(store: Store, dataset: str, qps: float, seed: int = 0, split: 
     runs = dataset_runs(store, dataset, include_censored)
     if split is not None:
         runs = runs[runs["split"] == split]
+        if runs.empty:
+            raise ValueError(f"dataset {dataset!r} has no {'' if include_censored else 'uncensored '}{split} runs "
+                             "to replay")
     return from_runs(runs, qps, seed)
 
 

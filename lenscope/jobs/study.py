@@ -19,7 +19,7 @@ from analysis.data.scenarios import SCENARIO_SAMPLING, build_scenario, long_toke
 from cache.settings import REPO_ROOT
 from cache.store import Store
 from lenscope.jobs.baselines import BASELINES, baseline_name, train_baselines
-from lenscope.jobs.claims import claims_table
+from lenscope.jobs.claims import claims_table, dataset_predictors
 from lenscope.jobs.collect import collect_dataset, missing_runs
 from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import (
@@ -58,7 +58,6 @@ class Chunk:
     n: int
     max_new_tokens: int
     seed: int = 0
-    system_prompt: str = "default"
 
 
 SIZES = {
@@ -91,10 +90,10 @@ def study_layers(store: Store, dataset: str) -> tuple[int, int]:
     return layer, layer // 2
 
 
-# Training epochs per size (the tiny study only proves the pipeline runs end to end).
 # Sizes whose predictors train and score on censored runs too: the tiny study's few dozen tokens finish almost
 # no answer, and it only proves that every step runs end to end (its numbers mean nothing).
 TRAINS_ON_CENSORED = ("tiny",)
+# Training epochs per size (the tiny study only proves the pipeline runs end to end).
 EPOCHS = {"tiny": {"head": 2, "drafter": 1, "probe": 2}, "starter": {"head": 40, "drafter": 3, "probe": 20},
           "full": {"head": 60, "drafter": 6, "probe": 30}}
 
@@ -119,7 +118,7 @@ def _fresh(store: Store, name: str, dataset: str, include_censored: bool = False
 
 def _chunk_step(store: Store, target: TargetModel, dataset: str, chunk: Chunk) -> Step:
     samples, temperature = SCENARIO_SAMPLING[chunk.scenario]
-    settings = GenerationSettings(chunk.max_new_tokens, temperature, 1.0, 0, chunk.system_prompt)
+    settings = GenerationSettings(chunk.max_new_tokens, temperature, 1.0, 0)
 
     @cache
     def prompts() -> list[PromptItem]:
@@ -200,17 +199,13 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
 
 
 def _predictor_ids(store: Store, dataset: str) -> list[int]:
-    predictors = store.predictors_frame()
-    return sorted(int(i) for i in predictors.loc[predictors["dataset_id"] == store.dataset_id(dataset),
-                                                 "predictor_id"])
+    return sorted(dataset_predictors(store, dataset).values())
 
 
 def preset_config(store: Store, dataset: str) -> dict:
     """The preset replays the OUTLETS drafter's predictions; a retrained drafter (a new id) needs a new run."""
-    predictors = store.predictors_frame().set_index("name")
-    name = drafter_name(dataset, "outlets")
-    return {"dataset": dataset, "predictor_id": int(predictors.loc[name, "predictor_id"])
-            if name in predictors.index else None}
+    drafter = dataset_predictors(store, dataset).get(drafter_name(dataset, "outlets"))
+    return {"dataset": dataset, "predictor_id": drafter}
 
 
 def run_preset(store: Store, dataset: str, include_censored: bool = False,
@@ -220,10 +215,6 @@ def run_preset(store: Store, dataset: str, include_censored: bool = False,
     config = preset_config(store, dataset)
     if config["predictor_id"] is None:
         raise ValueError(f"no OUTLETS drafter trained on {dataset!r} yet")
-    runs = dataset_runs(store, dataset, include_censored)
-    if not (runs["split"] == "test").any():
-        raise ValueError(f"dataset {dataset!r} has no {'' if include_censored else 'uncensored '}test runs to "
-                         "replay")
     trace = dataset_trace(store, dataset, qps=1.0, split="test", include_censored=include_censored)
     outcome = outlets_preset(store, trace, PredictorSpec(kind="stored", predictor_id=config["predictor_id"]),
                              on_progress=on_progress)
