@@ -13,7 +13,7 @@ from cache.store import Store
 from lenscope.figures.egtp import ablation_pivot, attribution_table, mae_by_step_figure, pooling_ablation_figure
 from lenscope.figures.outlets import ablation_table
 from lenscope.figures.serving import outlets_change_figure
-from lenscope.jobs.claims import claims_table
+from lenscope.jobs.claims import claims_table, dataset_predictors
 from lenscope.jobs.datasets import dataset_counts
 from lenscope.jobs.egtp import (
     ABLATION_KIND,
@@ -82,10 +82,9 @@ def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> st
         report.figure(pooling_ablation_figure(pd.DataFrame(ablation["rows"]), PAPER_ABLATION))
 
     report.heading("Remaining length (PLP): MAE by observed steps")
-    plp = store.predictors_frame().set_index("name")
-    name = predictor_name(PLP_KIND, dataset, layer)
-    if name in plp.index:
-        report.figure(mae_by_step_figure(plp_mae_curve(store, int(plp.loc[name, "predictor_id"])), PAPER_PLP))
+    plp_id = dataset_predictors(store, dataset).get(predictor_name(PLP_KIND, dataset, layer))
+    if plp_id is not None:
+        report.figure(mae_by_step_figure(plp_mae_curve(store, plp_id), PAPER_PLP))
     else:
         report.note("Not run yet: `python -m lenscope train-plp`.")
 

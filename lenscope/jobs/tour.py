@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from analysis.core.metrics import ci_text
 from cache.store import Store
 from lenscope.jobs.egtp import ATTRIBUTION_KIND, PAPER_PEARSON, attribution_config
@@ -25,8 +27,7 @@ class TourStop:
 
 
 def _claim(claims: list[dict], starts: str) -> dict | None:
-    return next((c for c in claims if c["claim"].startswith(starts) and c["difference"] is not None
-                 and c["difference"] == c["difference"]), None)
+    return next((c for c in claims if c["claim"].startswith(starts) and pd.notna(c["difference"])), None)
 
 
 def _claim_stop(title: str, page: str, claim: dict | None, what: str, paper: str) -> TourStop:
