@@ -11,5 +11,7 @@ RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/wh
 COPY . .
 RUN pip install --no-cache-dir --no-deps -e .
 EXPOSE 8501
+# Hub ids load from the image's cache only; `docker run -e HF_HUB_OFFLINE=0 ...` lets the app download.
+ENV HF_HUB_OFFLINE=1
 CMD ["python", "-m", "streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
      "--server.headless=true", "--browser.gatherUsageStats=false"]

@@ -3,6 +3,8 @@ PYTHON ?= python3
 PORT ?= 8501
 # 127.0.0.1: only this machine reaches the app; `make run ADDRESS=0.0.0.0` exposes it on purpose.
 ADDRESS ?= 127.0.0.1
+# The app starts offline: hub ids load from the local Hugging Face cache only (`make run HF_HUB_OFFLINE=0` downloads).
+HF_HUB_OFFLINE ?= 1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup setup-browser run test test-fast lint
@@ -17,7 +19,7 @@ setup-browser:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
 
 run: setup
-	$(PYTHON) -m streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT) --browser.gatherUsageStats false
+	HF_HUB_OFFLINE=$(HF_HUB_OFFLINE) $(PYTHON) -m streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT) --browser.gatherUsageStats false
 
 test: setup setup-browser lint
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest

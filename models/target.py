@@ -15,7 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from models.logits import LogitSummary, summarize_logits
-from models.sources import ModelSource, resolve_source
+from models.sources import ModelSource, hub_load_options, resolve_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TOP_K = 5
@@ -99,12 +99,15 @@ class TargetModel:
         self._prefixes: dict[str, list[int]] = {}
 
     @classmethod
-    def load(cls, spec: str | None = None, device: str = "auto", dtype: str = "float32") -> TargetModel:
-        """Load a model from the embedded default, a local path, or a hub id (errors say which failed)."""
+    def load(cls, spec: str | ModelSource | None = None, device: str = "auto", dtype: str = "float32") -> TargetModel:
+        """Load a model from the embedded default, a local path, or a hub id (errors say which failed); a
+        :class:`ModelSource` is loaded as it is, without resolving a spec."""
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
-        source = resolve_source(spec)
+        source = spec if isinstance(spec, ModelSource) else resolve_source(spec)
         kwargs = {"gguf_file": source.gguf_file} if source.gguf_file else {}
+        if not source.local:
+            kwargs |= hub_load_options(source.path)
         try:
             tokenizer = AutoTokenizer.from_pretrained(source.path, **kwargs)
             model = AutoModelForCausalLM.from_pretrained(source.path, dtype=DTYPES[dtype], **kwargs)
@@ -116,6 +119,12 @@ class TargetModel:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the weights and buffers."""
+        tensors = [*self.model.parameters(), *self.model.buffers()]
+        return sum(t.numel() * t.element_size() for t in tensors)
 
     @property
     def num_layers(self) -> int:

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from lenscope.app.runner import run_job
+from lenscope.app.runner import error_boundary, run_job
 from lenscope.app.widgets import get_store, model_picker, show_figure
 from lenscope.figures.entropy import entropy_heatmap, entropy_profile
 from lenscope.jobs.runs import GenerationSettings, generate_cached
@@ -44,7 +44,8 @@ if run_id is None:
     st.info("Type a prompt and press Generate.")
     st.stop()
 
-run = store.load_run(run_id, layers=[])
+with error_boundary():  # e.g. a damaged tensor file: said so, and the next Generate regenerates it
+    run = store.load_run(run_id, layers=[])
 table = token_table(run, target.tokenizer)
 status = "from the cache" if st.session_state.get("entropy_cache_hit") else "generated now"
 st.subheader("Answer")

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from lenscope.app.runner import run_job
+from lenscope.app.runner import error_boundary, run_job
 from lenscope.app.study import dataset_picker
 from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
 from lenscope.figures.egtp import mae_by_step_figure, remaining_length_figure
@@ -52,7 +52,8 @@ if dataset is not None:
                     st.session_state["plp_run_id"] = generated[0].id
         run_id = st.session_state.get("plp_run_id")
         if run_id is not None:
-            run = store.load_run(run_id, layers=[meta["layer"]])
+            with error_boundary():
+                run = store.load_run(run_id, layers=[meta["layer"]])
             st.caption(f"run {run.id}: {run.output_length} tokens, "
                        f"{'finished' if run.finished else 'cut at max_new_tokens'}")
             show_figure(remaining_length_figure(plp_trajectory(store, head, meta, run)), "remaining-length")

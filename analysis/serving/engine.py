@@ -28,6 +28,7 @@ from analysis.serving.instances import (
 )
 from analysis.serving.policies import RequestView, make_dispatcher, make_queue_policy
 from analysis.serving.predictors import Predictor
+from analysis.serving.traces import MAX_ARRIVAL_S, MAX_TOKENS
 
 MODES = ("disaggregated", "colocated")
 BATCHING = ("continuous", "static")
@@ -105,10 +106,13 @@ def validate_trace(trace: pd.DataFrame) -> None:
         raise ValueError(f"trace lacks columns {missing}")
     if trace.empty:
         raise ValueError("trace is empty")
-    bad = trace.index[~np.isfinite(trace["arrival_s"].to_numpy(float)) | (trace["prompt_tokens"] < 1)
-                      | (trace["output_tokens"] < 1)].tolist()
+    arrival = trace["arrival_s"].to_numpy(float)
+    tokens = trace[["prompt_tokens", "output_tokens"]].to_numpy(float)
+    bad = trace.index[~np.isfinite(arrival) | (arrival < 0) | (arrival > MAX_ARRIVAL_S)
+                      | ((tokens < 1) | (tokens > MAX_TOKENS)).any(axis=1)].tolist()
     if bad:
-        raise ValueError(f"trace rows {bad[:20]} need finite arrival and prompt/output tokens >= 1")
+        raise ValueError(f"trace rows {bad[:20]} need arrivals from 0 to {MAX_ARRIVAL_S:,.0f} s and prompt/output "
+                         f"tokens from 1 to {MAX_TOKENS:,}")
 
 
 class Simulator:

@@ -17,6 +17,10 @@ import pandas as pd
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 MAX_ROWS = 200_000
+# Bounds that keep simulated clocks and token counts exact in float64 / int64: a year of arrivals, and ten
+# million tokens per request (far beyond any context window).
+MAX_ARRIVAL_S = 365 * 24 * 3600.0
+MAX_TOKENS = 10_000_000
 TRACE_COLUMNS = ["arrival_s", "prompt_tokens", "output_tokens"]
 FORMATS = {
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
@@ -63,7 +67,7 @@ def detect_format(columns) -> str:
 
 def _tokens(column: pd.Series) -> tuple[pd.Series, pd.Series]:
     values = pd.to_numeric(column, errors="coerce")
-    return values, values.isna() | (values < 1) | (values != values.round())
+    return values, values.isna() | (values < 1) | (values > MAX_TOKENS) | (values != values.round())
 
 
 def parse_trace(raw: pd.DataFrame, fmt: str | None = None) -> pd.DataFrame:
@@ -82,17 +86,19 @@ def parse_trace(raw: pd.DataFrame, fmt: str | None = None) -> pd.DataFrame:
         time_rule = "readable timestamps"
     else:
         arrival = pd.to_numeric(raw[t_col], errors="coerce")
-        bad_time = arrival.isna() | (arrival < 0) | ~np.isfinite(arrival.fillna(0))
         arrival = (arrival / 1e9 if fmt == "llmservingsim" else arrival)
+        bad_time = arrival.isna() | (arrival < 0) | ~np.isfinite(arrival.fillna(0))
         arrival = arrival - arrival[~bad_time].min() if (~bad_time).any() else arrival
-        time_rule = "non-negative numbers"
+        bad_time |= arrival > MAX_ARRIVAL_S
+        time_rule = f"non-negative numbers spanning at most {MAX_ARRIVAL_S:,.0f} s (a year)"
     if bad_time.any():
         problems.append(f"column {t_col!r} needs {time_rule}: CSV lines {_line_list(bad_time)}")
     prompt, bad_prompt = _tokens(raw[p_col])
     output, bad_output = _tokens(raw[o_col])
     for col, bad in ((p_col, bad_prompt), (o_col, bad_output)):
         if bad.any():
-            problems.append(f"column {col!r} needs whole numbers >= 1: CSV lines {_line_list(bad)}")
+            problems.append(f"column {col!r} needs whole numbers from 1 to {MAX_TOKENS:,}: CSV lines "
+                            f"{_line_list(bad)}")
     if problems:
         raise ValueError("malformed trace; " + "; ".join(problems))
     frame = pd.DataFrame({"arrival_s": arrival.astype(float), "prompt_tokens": prompt.astype(np.int64),

@@ -3,7 +3,6 @@ the job still running and reattaches to its progress instead of starting it agai
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -12,8 +11,7 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from analysis.core.progress import Progress
-
-log = logging.getLogger(__name__)
+from lenscope.app.runner import failure_text
 
 
 @dataclass
@@ -67,7 +65,8 @@ def get_job(name: str) -> BackgroundJob | None:
 
 def start_job(name: str, job: Callable[[Progress], object]) -> BackgroundJob:
     """Run ``job(on_progress)`` in a daemon thread unless a job of this name is running already (then that
-    one is returned). Errors end the job with their message; the traceback goes to the server log."""
+    one is returned). Errors end the job with their message (:func:`failure_text`: a defect's traceback goes
+    to the server log)."""
     jobs, lock = _registry()
     with lock:
         current = jobs.get(name)
@@ -79,8 +78,7 @@ def start_job(name: str, job: Callable[[Progress], object]) -> BackgroundJob:
         try:
             entry.result = job(entry.on_progress)
         except Exception as exc:  # noqa: BLE001 - shown on the page, never raised into Streamlit
-            log.exception("background job %s failed", name)
-            entry.error = str(exc) or type(exc).__name__
+            entry.error = failure_text(exc)
         finally:
             entry.ended = time.time()
 

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from cache.store import Store
-from lenscope.app.runner import run_job
+from lenscope.app.runner import error_boundary, run_job
 from lenscope.app.widgets import MODEL_KEY, get_store, get_target, show_figure
 from lenscope.figures.results import pred_true_heatmap
 from lenscope.jobs.baselines import BASELINES, DESCRIPTIONS, train_baselines
@@ -82,7 +82,8 @@ def inspect_cell(store: Store, frame: pd.DataFrame, rows: pd.DataFrame, names: l
         st.session_state["inspect_run"] = int(shown["run_id"].iloc[int(pick.selection.rows[0])])
     keep_valid("inspect_run", run_ids)
     run_id = st.selectbox("Open run", run_ids, key="inspect_run")
-    run = store.load_run(run_id, layers=[])
+    with error_boundary():
+        run = store.load_run(run_id, layers=[])
     st.markdown(f"Run **{run.id}** (prompt {run.prompt_id}): prompt {run.prompt_len} tokens, true output length "
                 f"**{run.output_length}** tokens, {'finished' if run.finished else 'cut at max_new_tokens'}, "
                 f"settings {run.settings}.")

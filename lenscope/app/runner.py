@@ -1,12 +1,41 @@
-"""Running lenscope jobs under Streamlit progress bars (rate and ETA), user errors shown instead of raised."""
+"""Running lenscope jobs under Streamlit progress bars (rate and ETA), and the app's error boundary: a failure
+the user can act on shows its message, any other a short notice, its traceback only in the server log."""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import streamlit as st
 
 from analysis.core.progress import Progress
+from lenscope.errors import user_message
+
+log = logging.getLogger(__name__)
+DEFECT_NOTICE = "Something went wrong on the server (its log has the details); the store is unchanged."
+
+
+def failure_text(exc: Exception) -> str:
+    """What the page says about ``exc``: its message (:func:`lenscope.errors.user_message`), or for a defect
+    a short notice, with the traceback written to the server log."""
+    message = user_message(exc)
+    if message is None:
+        log.error("unexpected error", exc_info=exc)
+        return DEFECT_NOTICE
+    return message
+
+
+@contextmanager
+def error_boundary(where=st) -> Iterator[None]:
+    """Show any failure inside as :func:`failure_text` (in ``where``: the page or ``st.sidebar``) and stop
+    the page's script there."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - the boundary: nothing reaches the browser as a traceback
+        where.error(failure_text(exc))
+        st.stop()
 
 
 def progress_callback(bar, label: str = "") -> Progress:
@@ -25,13 +54,14 @@ def progress_callback(bar, label: str = "") -> Progress:
 
 
 def run_job(job, start: str = "starting"):
-    """Run ``job(on_progress)`` under an ``st.progress`` bar; a user error is shown, not raised.
+    """Run ``job(on_progress)`` under an ``st.progress`` bar; a failure is shown (:func:`failure_text`), not
+    raised.
 
     Returns the job's result, or None after showing the error.
     """
     bar = st.progress(0.0, text=start)
     try:
         return job(progress_callback(bar))
-    except (ValueError, FileNotFoundError) as exc:
-        st.error(str(exc))
+    except Exception as exc:  # noqa: BLE001 - shown on the page, its traceback (for a defect) in the log
+        st.error(failure_text(exc))
         return None

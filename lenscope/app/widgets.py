@@ -1,6 +1,7 @@
 """Streamlit glue shared by app.py and pages/: cached resources, the model and dataset pickers.
 
-Weights and the store are created once per process (``st.cache_resource``), never per rerun.
+The store is created once per process (``st.cache_resource``); models live in the process's bounded
+:class:`ModelCache`; neither is created per rerun.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import streamlit as st
 
 from cache.settings import get_settings
 from cache.store import Store
+from lenscope.app.model_access import browser_source
+from lenscope.app.model_cache import ModelCache
+from lenscope.app.runner import error_boundary, failure_text
 from lenscope.figures.results import export_format, figure_bytes
 from models.target import TargetModel
 
@@ -24,14 +28,27 @@ def _store_at(db_url: str, tensor_dir: str) -> Store:
 
 def get_store() -> Store:
     """The process-wide store for the current settings (SQLite file or ``LENSCOPE_DB_URL``)."""
+    with error_boundary():  # an unreachable, read-only or foreign database: its message, and the page stops
+        settings = get_settings()
+        return _store_at(settings.db_url, str(settings.tensor_dir))
+
+
+@st.cache_resource(show_spinner=False)
+def _models() -> ModelCache[TargetModel]:
     settings = get_settings()
-    return _store_at(settings.db_url, str(settings.tensor_dir))
+    return ModelCache(settings.model_cache_models, settings.model_cache_bytes, lambda target: target.nbytes)
 
 
-@st.cache_resource(show_spinner="Loading model weights (once per process)...")
 def get_target(spec: str, device: str = "auto", dtype: str = "float32") -> TargetModel:
-    """The process-wide target model for ``spec``."""
-    return TargetModel.load(spec, device=device, dtype=dtype)
+    """The process-wide target model for ``spec``, if the browser may load it (:func:`browser_source`); kept
+    among the most recently used models, and a failed load is not retried for a few minutes."""
+    source = browser_source(spec, get_settings().allowed_model_roots)
+
+    def load() -> TargetModel:
+        with st.spinner("Loading model weights (kept for the next reruns)..."):
+            return TargetModel.load(source, device=device, dtype=dtype)
+
+    return _models().get((source, device, dtype), load)
 
 
 def model_picker() -> TargetModel | None:
@@ -42,13 +59,14 @@ def model_picker() -> TargetModel | None:
     spec = st.sidebar.text_input(
         "Target model", key=widget_key, placeholder="embedded SmolLM2-135M-Instruct",
         help="Empty for the embedded SmolLM2-135M-Instruct; `embedded:gemma3-270m` for Gemma 3 270M; or a "
-             "local checkpoint dir, a .gguf file, a hub id.",
+             "local checkpoint dir or .gguf file under the allowed roots (LENSCOPE_ALLOWED_MODEL_ROOTS); or a hub "
+             "id (`make run` starts offline: hub models already in the local cache).",
     )
     st.session_state[MODEL_KEY] = spec
     try:
         target = get_target(spec.strip())
-    except (ValueError, FileNotFoundError) as exc:
-        st.sidebar.error(str(exc))
+    except Exception as exc:  # noqa: BLE001 - the sidebar says why; the page goes on without a model
+        st.sidebar.error(failure_text(exc))
         return None
     st.sidebar.caption(f"{target.source.spec} · {target.num_layers} layers · d={target.hidden_size} · "
                        f"{target.device.type}")

@@ -14,11 +14,13 @@ import sys
 from collections.abc import Sequence
 
 from lenscope.cli._common import resolve_dataset
+from lenscope.errors import user_message
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Parser with every sub-command found in :mod:`lenscope.cli`."""
     parser = argparse.ArgumentParser(prog="lenscope", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show the traceback of any failure")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
@@ -29,15 +31,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one sub-command; user errors print a message and return 2 instead of a traceback."""
+    """Run one sub-command. A failure the user can act on (input, store, model, disk) prints one message and
+    returns 2; any other prints its type and returns 1; tracebacks only with ``--debug``."""
     args = build_parser().parse_args(argv)
     try:
         resolve_dataset(args)
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"lenscope {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:  # Ctrl-C or `kill`: every finished result is stored already
         print(f"lenscope {args.command}: interrupted; what finished is stored, and the same command resumes",
               file=sys.stderr)
         return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        message = user_message(exc)
+        if message is None:
+            print(f"lenscope {args.command}: internal error: {type(exc).__name__}: {exc} (rerun with "
+                  "`python -m lenscope --debug ...` for the traceback)", file=sys.stderr)
+            return 1
+        print(f"lenscope {args.command}: error: {message}", file=sys.stderr)
+        return 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from analysis.results.leaderboard import (
 )
 from cache.settings import get_settings
 from cache.store import Store, text_hash
+from cache.tensors import DamagedTensorError
 from lenscope.jobs.datasets import JobResult, dataset_runs
 from lenscope.jobs.features import run_features
 from models.target import TargetModel
@@ -89,8 +91,9 @@ def prompt_embeddings(store: Store, texts: Sequence[str], on_progress: Progress 
     found: dict[str, torch.Tensor] = {}
     for text in distinct:
         cached = store.get_result(EMBEDDING_KIND, {"encoder": ENCODER_ID, "text": text_hash(text)})
-        if cached is not None and store.tensors.path_for(cached["hash"]).exists():
-            found[text] = store.tensors.get(cached["hash"])["embedding"]
+        if cached is not None:
+            with suppress(DamagedTensorError):  # a damaged file is encoded again and rewritten below
+                found[text] = store.tensors.get(cached["hash"])["embedding"]
     missing = [t for t in distinct if t not in found]
     if missing:
         on_progress(0, len(missing), "encoding prompts")

@@ -80,7 +80,20 @@ def collect_dataset(
         raise ValueError("samples_per_prompt must be at least 1")
     layers = target.check_layers(layers)
     config = {"settings": settings.as_dict(), "samples_per_prompt": samples_per_prompt, "layers": layers}
+    new_dataset = store.dataset_id(name) is None
     dataset_id = store.ensure_dataset(name, store.ensure_model(target), config)
+    try:
+        return _collect(store, target, dataset_id, prompts, settings, samples_per_prompt, layers, batch_size,
+                        features, on_progress)
+    except BaseException:
+        if new_dataset:  # a collection that failed before storing a run leaves no empty dataset behind
+            store.drop_dataset_if_empty(dataset_id)
+        raise
+
+
+def _collect(store: Store, target: TargetModel, dataset_id: int, prompts: Sequence[PromptItem],
+             settings: GenerationSettings, samples_per_prompt: int, layers: list[int], batch_size: int | str,
+             features: str, on_progress: Progress) -> CollectReport:
     requests = collection_requests(prompts, settings, samples_per_prompt)
     keys = request_keys(store, target, requests, layers)
     found = store.find_runs(keys)

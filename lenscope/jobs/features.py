@@ -6,6 +6,7 @@ import torch
 
 from analysis.egtp.pooling import POOLINGS, pool, prefix_pool
 from cache.store import Store, StoredRun
+from cache.tensors import DamagedTensorError
 
 FEATURES_KIND = "egtp_features"
 FEATURES_VERSION = 2  # 2: prompt poolings start at the user content, not the chat template
@@ -31,7 +32,7 @@ def run_features(store: Store, run_id: int, layer: int, alpha: float) -> dict[st
     if cached is not None:
         try:
             return store.tensors.get(cached["hash"])
-        except FileNotFoundError:
+        except DamagedTensorError:  # recomputed and rewritten below
             pass
     feats = compute_run_features(store.load_run(int(run_id), layers=[layer]), layer, alpha)
     digest, _ = store.tensors.put(feats)

@@ -6,7 +6,7 @@ from lenscope.cli import build_parser, main
 
 EXPECTED = {"collect", "train-egtp", "train-plp", "attribution", "train-drafter", "train-probe",
             "train-baselines", "simulate", "calibrate-cost", "benchmark", "claims", "export-generations",
-            "import-generations"}
+            "import-generations", "doctor", "study", "report"}
 
 
 def test_every_command_is_registered():
@@ -82,3 +82,43 @@ def test_an_interrupted_command_says_it_resumes_without_a_traceback(data_dir, ca
     assert main(["claims", "--dataset", "any"]) == 130
     err = capsys.readouterr().err
     assert "interrupted; what finished is stored, and the same command resumes" in err and "Traceback" not in err
+
+
+def test_store_failures_end_in_one_message_and_exit_2(data_dir, capsys, monkeypatch):
+    data_dir.mkdir(parents=True)
+    (data_dir / "lenscope.db").write_bytes(b"garbage" * 200)
+    assert main(["doctor"]) == 2
+    err = capsys.readouterr().err
+    assert "lenscope doctor: error: the database file" in err and "is not a lenscope store" in err
+    assert "Traceback" not in err
+    monkeypatch.setenv("LENSCOPE_DB_URL", "postgresql+psycopg2://u:secret@127.0.0.1:9/x?connect_timeout=2")
+    assert main(["claims", "--dataset", "any"]) == 2
+    err = capsys.readouterr().err
+    assert "PostgreSQL at 127.0.0.1:9 is not reachable" in err and "secret" not in err
+
+
+def test_a_defect_is_named_and_debug_shows_the_traceback(data_dir, capsys, monkeypatch):
+    def broken(args):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr("lenscope.cli.claims.run_claims", broken)
+    assert main(["claims", "--dataset", "any"]) == 1
+    err = capsys.readouterr().err
+    assert "internal error: KeyError" in err and "--debug" in err and "Traceback" not in err
+    with pytest.raises(KeyError, match="a bug"):
+        main(["--debug", "claims", "--dataset", "any"])
+
+
+def test_doctor_reports_damage_then_repairs_it(store, capsys):
+    from tests.fakes import fake_generation, fake_target
+
+    run_id = store.save_run(fake_target(), "a prompt", fake_generation(3, 4))
+    assert main(["doctor"]) == 0 and "the store is healthy" in capsys.readouterr().out
+    path = next(p for p in store.tensors.files())
+    path.write_bytes(path.read_bytes()[:50])
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert f"1 run(s) with a missing or damaged tensor file: {run_id}" in out and "doctor --fix" in out
+    assert main(["doctor", "--fix", "--no-regenerate"]) == 0
+    assert "fixed: marked 1 run(s) for regeneration" in capsys.readouterr().out
+    assert [r.run_id for r in store.damaged_requests()] == [run_id]

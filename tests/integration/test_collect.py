@@ -113,3 +113,38 @@ def test_runs_record_where_the_users_content_starts(store, target):
     assert second.settings["system_prompt"] == "none" and second.content_start == len(none_ids) - (
         len(default_ids) - 24)
     assert first.id != second.id
+
+
+@pytest.mark.model  # the CLI process loads the embedded model itself
+def test_a_collection_killed_mid_batch_resumes_without_lost_duplicated_or_damaged_runs(data_dir):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from cache.store import Store
+    from lenscope.jobs.store_check import check_store
+
+    argv = [sys.executable, "-m", "lenscope", "collect", "--n", "8", "--max-new-tokens", "64", "--batch-size", "1",
+            "--dataset", "killed", "--sources", "sharegpt=1", "--max-prompt-chars", "300"]
+    env = {**os.environ, "LENSCOPE_DATA_DIR": str(data_dir)}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:  # wait for the first stored batch, then kill -9
+        if (data_dir / "lenscope.db").exists() and len(Store().runs_frame()) > 0:
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None, "the collection ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = len(Store().runs_frame(dataset="killed"))
+    assert 0 < kept < 8
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=900).returncode == 0
+    store = Store()
+    runs = store.runs_frame(dataset="killed")
+    assert len(runs) == 8 and len(store.runs_frame()) == 8  # nothing lost, nothing stored twice
+    check = check_store(store, grace_s=0)
+    assert not check.integrity and not check.damaged_runs and not check.temp_files
+    for run_id in runs["run_id"]:
+        store.load_run(int(run_id), layers=[])  # every tensor file verifies

@@ -121,8 +121,10 @@ def test_two_browser_sessions_generate_at_once_without_mixing(streamlit_server, 
 @pytest.mark.model  # resetting the field loads the embedded model
 def test_bad_model_path_is_reported_in_the_sidebar(data_dir, tmp_path):
     at = open_page("pages/1_Token_entropy.py").run()
-    at.sidebar.text_input[0].input(str(tmp_path / "no-such-model")).run()
+    at.sidebar.text_input[0].input(str(data_dir / "no-such-model")).run()  # the data dir is an allowed root
     assert not at.exception
     assert any("does not exist" in e.value for e in at.sidebar.error)
+    at.sidebar.text_input[0].input(str(tmp_path / "no-such-model")).run()  # outside every allowed root
+    assert any("is not a model the app may load" in e.value for e in at.sidebar.error)
     at.sidebar.text_input[0].input("").run()
     assert not at.sidebar.error and at.info[0].value.startswith("Type a prompt")

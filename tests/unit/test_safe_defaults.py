@@ -1,4 +1,4 @@
-"""Safe defaults of the served app: localhost only, no tracebacks in the browser; exposing it is explicit."""
+"""Safe defaults of the served app: localhost only, offline, no tracebacks in the browser; exposing it is explicit."""
 
 import subprocess
 import tomllib
@@ -21,3 +21,6 @@ def test_make_run_binds_localhost_unless_told_otherwise():
     assert "--server.address 127.0.0.1" in dry_run()
     assert "--server.address 0.0.0.0" in dry_run("ADDRESS=0.0.0.0")
     assert "--server.address=0.0.0.0" in (REPO / "Dockerfile").read_text()  # the container is the boundary
+    assert dry_run().startswith("HF_HUB_OFFLINE=1 ")  # hub ids load from the local cache, never wait on the hub
+    assert dry_run("HF_HUB_OFFLINE=0").startswith("HF_HUB_OFFLINE=0 ")
+    assert "ENV HF_HUB_OFFLINE=1" in (REPO / "Dockerfile").read_text()

@@ -37,13 +37,26 @@ def test_run_round_trip_keeps_features(store, target):
     assert frame.loc[0, "output_tokens"] == gen.output_length and frame.loc[0, "prompt"] == "Count to three."
 
 
-def test_missing_run_and_missing_tensor_file(store, target):
+def test_damaged_run_is_generated_again_by_the_next_request_and_by_doctor(store, target):
+    from cache.errors import DamagedRunError
+    from lenscope.jobs.doctor import doctor
+
     with pytest.raises(KeyError):
         store.load_run(999)
     run, _ = generate_cached(store, target, "Hi.", SETTINGS)
     store.tensors.path_for(_hash(store, run.id)).unlink()
-    with pytest.raises(FileNotFoundError, match="missing"):
+    with pytest.raises(DamagedRunError, match="missing"):
         store.load_run(run.id)
+    again, hit = generate_cached(store, target, "Hi.", SETTINGS)
+    assert not hit and again.id == run.id and again.response == run.response
+    path = store.tensors.path_for(_hash(store, run.id))
+    path.write_bytes(path.read_bytes()[:100])
+    check, done = doctor(store, fix=True, load=lambda spec, dtype: target)
+    assert check.damaged_runs == [run.id] and "generated 1 damaged run(s) again" in done
+    healed = store.load_run(run.id)
+    assert healed.response == run.response
+    torch.testing.assert_close(healed.features.entropy, run.features.entropy, atol=1e-3, rtol=1e-3)
+    assert doctor(store)[0].healthy
 
 
 def _hash(store, run_id):

@@ -7,8 +7,9 @@ import sqlite3
 import pytest
 from sqlalchemy import select
 
+from cache.errors import StoreUnavailableError
 from cache.schema import SCHEMA_VERSION, Run
-from cache.store import Store, StoreUnavailableError
+from cache.store import Store
 from tests.fakes import fake_generation, fake_target
 
 PG_URL = os.environ.get("LENSCOPE_TEST_PG_URL")

@@ -50,3 +50,48 @@ def test_unloadable_model_reports_source(tmp_path):
         TargetModel.load(str(tmp_path))
     with pytest.raises(ValueError, match="dtype"):
         TargetModel.load("", dtype="int3")
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """The hub as ``hub_load_options`` sees it: offline or not, what the local cache holds, what the hub says."""
+    import huggingface_hub
+
+    state = {"offline": False, "cached": False, "answer": None}
+    monkeypatch.setattr(huggingface_hub, "is_offline_mode", lambda: state["offline"])
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache",
+                        lambda repo_id, filename: "/cache/config.json" if state["cached"] else None)
+
+    def model_info(self, repo_id, timeout=None):
+        if state["answer"] is not None:
+            raise state["answer"]
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    return state
+
+
+def test_an_unknown_hub_id_fails_fast_offline_unreachable_or_unknown(hub):
+    from unittest.mock import Mock
+
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    from models.sources import hub_load_options
+    from models.target import TargetModel
+
+    hub["offline"] = True
+    with pytest.raises(ValueError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE is set"):
+        TargetModel.load("nobody/nothing")
+    hub["cached"] = True
+    assert hub_load_options("nobody/nothing") == {"local_files_only": True}
+    hub.update(offline=False, cached=False, answer=ConnectionError("Name or service not known"))
+    with pytest.raises(ValueError, match="hub is not reachable .*Name or service not known"):
+        hub_load_options("nobody/nothing")
+    hub["cached"] = True
+    assert hub_load_options("nobody/nothing") == {"local_files_only": True}
+    hub["answer"] = RepositoryNotFoundError("404", response=Mock())
+    with pytest.raises(ValueError, match="the model hub has no model 'nobody/nothing'"):
+        hub_load_options("nobody/nothing")
+    hub["answer"] = None
+    assert hub_load_options("nobody/nothing") == {}
+    with pytest.raises(ValueError, match="neither a local model path nor a hub id"):
+        hub_load_options("not a hub id")

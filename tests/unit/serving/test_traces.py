@@ -61,6 +61,17 @@ def test_malformed_rows_are_listed_by_line():
         load_trace_file(b"arrival,prompt_tokens,output_tokens\n")
 
 
+def test_huge_arrivals_and_lengths_are_refused_not_overflowed():
+    with pytest.raises(ValueError, match=r"'arrival'.*at most 31,536,000 s.*lines 3 \(1 rows\)"):
+        load_trace_file(b"arrival,prompt_tokens,output_tokens\n0,5,3\n1e300,5,3\n")
+    with pytest.raises(ValueError, match=r"'output_tokens'.*from 1 to 10,000,000.*lines 2 \(1 rows\)"):
+        load_trace_file(b"arrival,prompt_tokens,output_tokens\n0,5,1e20\n")
+    from analysis.serving.engine import validate_trace
+
+    with pytest.raises(ValueError, match=r"trace rows \[1\] need arrivals from 0"):
+        validate_trace(pd.DataFrame({"arrival_s": [0.0, 1e300], "prompt_tokens": [5, 5], "output_tokens": [3, 3]}))
+
+
 def test_upload_limits():
     data = b"arrival,prompt_tokens,output_tokens\n" + b"0,1,1\n" * 50
     with pytest.raises(ValueError, match="limit is"):
