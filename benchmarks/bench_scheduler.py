@@ -1,6 +1,6 @@
 """Scheduler simulator speed: simulated seconds per wall second and requests per second.
 
-Requests are drawn (seeded, with replacement) from the shared Azure 2023 conversation trace and
+Requests are drawn (seeded, with replacement) from the shipped Azure 2023 conversation trace and
 arrive as a Poisson process at the cluster's estimated capacity (``saturating_qps`` factor 1), on
 the default 1P+3D LB+SJF configuration with an oracle+noise predictor.
 Run: ``python benchmarks/bench_scheduler.py [--sizes 1914 100000]``.
@@ -16,9 +16,9 @@ import numpy as np
 
 from analysis.serving import SimConfig, make_predictor, simulate
 from analysis.serving.traces import load_trace_file, poisson_retime
-from lenscope.jobs.serving import SHARED_TRACES, saturating_qps
+from lenscope.jobs.serving import SHIPPED_TRACES, saturating_qps
 
-TRACE = SHARED_TRACES / "AzureLLMInferenceTrace_conv.csv"
+TRACE = SHIPPED_TRACES / "AzureLLMInferenceTrace_conv.csv"
 
 
 def bench(n: int, trace_path: Path, config: SimConfig, seed: int = 0) -> dict:

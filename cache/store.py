@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import torch
 from sqlalchemy import create_engine, delete, event, func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DatabaseError, IntegrityError, SQLAlchemyError
@@ -426,6 +427,21 @@ class Store:
                 row.name, row.payload = name, payload
             s.flush()
             return row.id
+
+    def memo_tensors(self, kind: str, name: str, config: dict,
+                     compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """Tensors computed once per (kind, config) and kept in the tensor store: ``compute()`` runs on the first
+        call, and again only when the kept file is missing or damaged."""
+        cached = self.get_result(kind, config)
+        if cached is not None:
+            try:
+                return self.tensors.get(cached["hash"])
+            except DamagedTensorError:  # recomputed and rewritten below
+                pass
+        tensors = compute()
+        digest, _ = self.tensors.put(tensors)
+        self.put_result(kind, name, config, {"hash": digest})
+        return tensors
 
     def get_result(self, kind: str, config: dict) -> dict | None:
         """Payload of the result stored for kind + config, or None."""

@@ -3,21 +3,14 @@ and a live ``streamlit run`` server with a Playwright-driven Chromium for browse
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, launch_streamlit
+
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
 
 
 @pytest.fixture
@@ -48,12 +41,6 @@ def target():
     return TargetModel.load()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def server_data_dir(tmp_path_factory) -> Path:
     """LENSCOPE_DATA_DIR of the live streamlit server (browser tests may seed its store)."""
@@ -71,37 +58,6 @@ def starter_server(tmp_path_factory):
     """A second live server on a fresh data dir whose starter button runs the tiny study."""
     yield from launch_streamlit(tmp_path_factory.mktemp("starter-data"), tmp_path_factory.mktemp("starter-log"),
                                 LENSCOPE_STARTER_SIZE="tiny")
-
-
-def launch_streamlit(data_dir: Path, log_dir: Path, **extra_env: str):
-    """Start ``streamlit run app.py`` on ``data_dir``; yields its base URL, stops it afterwards."""
-    port = _free_port()
-    env = {**os.environ, "LENSCOPE_DATA_DIR": str(data_dir), **extra_env}
-    env.pop("LENSCOPE_DB_URL", None)
-    log = open(log_dir / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--browser.gatherUsageStats", "false"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited early, see {log.name}") from None
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        raise RuntimeError("streamlit did not become healthy in 120 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
-    log.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,20 @@
 """Request traces for the scheduler simulator: importers, validation, re-timing and filters.
 
-Every importer returns a frame with columns ``arrival_s`` (seconds from the first request),
-``prompt_tokens``, ``output_tokens`` (and ``run_id`` for traces built from the app's own runs),
-sorted by arrival. Malformed input raises ``ValueError`` naming the offending CSV lines.
+:func:`load_trace_file` is the one way to read a trace file: a CSV or JSON-lines table (told apart by its
+first byte) in a known format (:data:`FORMATS`, detected from its columns) or read through a user's
+:class:`TraceFormat` (a column mapping). Every importer returns a frame with columns ``arrival_s`` (seconds
+from the first request), ``prompt_tokens``, ``output_tokens``, ``hash_ids`` (tuples of prompt block hashes)
+for traces that carry them and ``run_id`` for traces built from the app's own runs, sorted by arrival.
+Malformed input raises ``ValueError`` naming the offending file lines; rows an importer leaves out on purpose
+(BurstGPT's failed requests) are counted in ``frame.attrs["notes"]``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -22,47 +28,167 @@ MAX_ROWS = 200_000
 MAX_ARRIVAL_S = 365 * 24 * 3600.0
 MAX_TOKENS = 10_000_000
 TRACE_COLUMNS = ["arrival_s", "prompt_tokens", "output_tokens"]
+# Seconds per arrival unit; "datetime" reads timestamps such as 2023-11-16 18:15:46.68 (naive ones as UTC).
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "datetime": None}
+MAPPING_KEYS = ("arrival", "prompt", "output", "hash_ids")
+Source = str | Path | bytes | BinaryIO
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    """The columns holding a request's arrival, prompt tokens and output tokens, the arrival unit, the
+    optional column of prompt block hashes, and whether rows with 0 output tokens are failed requests to
+    leave out (counted in a note) rather than errors."""
+
+    arrival: str
+    prompt: str
+    output: str
+    time_unit: str = "s"
+    hash_ids: str | None = None
+    drop_failed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.time_unit not in TIME_UNITS:
+            raise ValueError(f"time unit must be one of {', '.join(TIME_UNITS)}, not {self.time_unit!r}")
+
+
 FORMATS = {
-    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
-    "llmservingsim": ("arrival_time_ns", "input_toks", "output_toks"),
-    "generic": ("arrival", "prompt_tokens", "output_tokens"),
+    # Azure LLM inference traces 2023 (Splitwise) and 2024 (DynamoLLM; timestamps with a UTC offset).
+    "azure": TraceFormat("TIMESTAMP", "ContextTokens", "GeneratedTokens", "datetime"),
+    # Mooncake (FAST'25) JSON lines: arrival in ms, hash_ids = hashes of the prompt's KV blocks.
+    "mooncake": TraceFormat("timestamp", "input_length", "output_length", "ms", hash_ids="hash_ids"),
+    # BurstGPT: Timestamp (s), Model, Request tokens, Response tokens, Total tokens, Log Type; failed
+    # requests have 0 response tokens.
+    "burstgpt": TraceFormat("Timestamp", "Request tokens", "Response tokens", "s", drop_failed=True),
+    "llmservingsim": TraceFormat("arrival_time_ns", "input_toks", "output_toks", "ns"),
+    "generic": TraceFormat("arrival", "prompt_tokens", "output_tokens"),
 }
 
 
+class UnknownTraceFormat(ValueError):
+    """The columns match no known format; ``columns`` are the file's, for a column mapping."""
+
+    def __init__(self, columns) -> None:
+        self.columns = list(columns)
+        expected = "; ".join(f"{n}: {f.arrival}, {f.prompt}, {f.output}" for n, f in FORMATS.items())
+        super().__init__(f"unknown trace columns {self.columns}; expected one of {expected}, or give a "
+                         "column mapping")
+
+
+def column_mapping(text: str, time_unit: str = "s") -> TraceFormat:
+    """A :class:`TraceFormat` from ``arrival=COL,prompt=COL,output=COL[,hash_ids=COL]``."""
+    pairs = {}
+    for part in text.split(","):
+        key, sep, column = (s.strip() for s in part.partition("="))
+        if not sep or not column or key not in MAPPING_KEYS or key in pairs:
+            raise ValueError(f"column mapping needs KEY=COLUMN pairs, each key once, keys "
+                             f"{', '.join(MAPPING_KEYS)}; got {part.strip()!r}")
+        pairs[key] = column
+    missing = [k for k in MAPPING_KEYS[:3] if k not in pairs]
+    if missing:
+        raise ValueError(f"column mapping lacks {', '.join(missing)}")
+    return TraceFormat(pairs["arrival"], pairs["prompt"], pairs["output"], time_unit, pairs.get("hash_ids"))
+
+
 def _line_list(mask: pd.Series) -> str:
-    lines = (np.flatnonzero(mask.to_numpy()) + 2).tolist()  # +1 for the header, +1 for 1-based lines
+    lines = mask.index[mask.to_numpy(bool)].tolist()  # the raw table's index holds file line numbers
     shown = ", ".join(map(str, lines[:20]))
     return f"{shown}{' ...' if len(lines) > 20 else ''} ({len(lines)} rows)"
 
 
-def read_trace_csv(source: str | Path | bytes | BinaryIO, max_bytes: int = MAX_UPLOAD_BYTES,
-                   max_rows: int = MAX_ROWS) -> pd.DataFrame:
-    """Read a trace CSV (path, bytes or binary file) enforcing the size limits; raw columns."""
+def _read_bytes(source: Source, max_bytes: int) -> bytes:
+    """The file's bytes, refused above ``max_bytes`` (a path's size is checked before reading it)."""
     if isinstance(source, (str, Path)):
-        size = Path(source).stat().st_size
-        data: str | Path | io.BytesIO = Path(source)
+        path = Path(source)
+        size, read = path.stat().st_size, path.read_bytes
     else:
-        raw = source if isinstance(source, bytes) else source.read()
-        size, data = len(raw), io.BytesIO(raw)
+        data = source if isinstance(source, bytes) else source.read()
+        size, read = len(data), lambda: data
     if size > max_bytes:
         raise ValueError(f"trace file is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+    return read()
+
+
+def _read_jsonl(data: bytes, max_rows: int) -> pd.DataFrame:
+    records, lines, bad = [], [], []
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if len(records) == max_rows:
+            raise ValueError(f"trace has more than {max_rows:,} rows; cut it (e.g. head -n) before uploading")
+        try:
+            record = json.loads(line)
+        except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError (no msg)
+            bad.append((number, getattr(exc, "msg", "not UTF-8 text")))
+            continue
+        if not isinstance(record, dict):
+            bad.append((number, "not a JSON object"))
+            continue
+        records.append(record)
+        lines.append(number)
+    if bad:
+        shown = "; ".join(f"line {n}: {why}" for n, why in bad[:5])
+        raise ValueError(f"not a JSON-lines trace: {len(bad)} line(s) not a JSON object ({shown}"
+                         f"{' ...' if len(bad) > 5 else ''})")
+    return pd.DataFrame.from_records(records, index=pd.Index(lines))
+
+
+def read_trace_table(source: Source, max_bytes: int = MAX_UPLOAD_BYTES, max_rows: int = MAX_ROWS) -> pd.DataFrame:
+    """Read a trace CSV or JSON-lines file (path, bytes or binary file) enforcing the size limits: raw
+    columns (CSV values as text), indexed by file line number."""
+    data = _read_bytes(source, max_bytes).removeprefix(b"\xef\xbb\xbf")
+    if data.lstrip()[:1] == b"{":
+        return _read_jsonl(data, max_rows)
     try:
-        frame = pd.read_csv(data, nrows=max_rows + 1, dtype=str, skipinitialspace=True)
+        frame = pd.read_csv(io.BytesIO(data), nrows=max_rows + 1, dtype=str, skipinitialspace=True)
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise ValueError(f"not a readable CSV file: {exc}") from exc
+        raise ValueError(f"not a readable CSV or JSON-lines file: {exc}") from exc
     if len(frame) > max_rows:
         raise ValueError(f"trace has more than {max_rows:,} rows; cut it (e.g. head -n) before uploading")
-    frame.columns = [c.strip() for c in frame.columns]
+    frame.columns = [str(c).strip() for c in frame.columns]
+    frame.index = pd.RangeIndex(2, len(frame) + 2)  # line 1 is the header
     return frame
 
 
 def detect_format(columns) -> str:
     """Name of the known format whose columns are all present."""
-    for name, cols in FORMATS.items():
-        if set(cols) <= set(columns):
+    for name, fmt in FORMATS.items():
+        if {fmt.arrival, fmt.prompt, fmt.output} <= set(columns):
             return name
-    expected = "; ".join(f"{n}: {', '.join(c)}" for n, c in FORMATS.items())
-    raise ValueError(f"unknown trace columns {list(columns)}; expected one of {expected}")
+    raise UnknownTraceFormat(columns)
+
+
+def _resolve(columns, fmt: str | TraceFormat | None) -> TraceFormat:
+    """The format to read ``columns`` with; a user's mapping must name existing columns only (hash_ids too)."""
+    if isinstance(fmt, TraceFormat):
+        chosen, needed = fmt, (fmt.arrival, fmt.prompt, fmt.output, fmt.hash_ids)
+    else:
+        name = fmt or detect_format(columns)
+        if name not in FORMATS:
+            raise ValueError(f"unknown trace format {name!r}; choose one of {', '.join(FORMATS)}")
+        chosen = FORMATS[name]
+        needed = (chosen.arrival, chosen.prompt, chosen.output)  # block hashes are optional in known formats
+    missing = [c for c in needed if c and c not in columns]
+    if missing:
+        raise ValueError(f"the trace has no column {', '.join(map(repr, missing))}; its columns are {list(columns)}")
+    return chosen
+
+
+def _arrivals(column: pd.Series, unit: str) -> tuple[pd.Series, pd.Series, str]:
+    """Seconds from the first valid arrival, the invalid rows, and the rule they break."""
+    if unit == "datetime":
+        stamps = pd.to_datetime(column, errors="coerce", format="mixed", utc=True)
+        bad = stamps.isna()
+        seconds = (stamps - stamps.min()).dt.total_seconds()
+        rule = "readable timestamps"
+    else:
+        seconds = pd.to_numeric(column, errors="coerce") * TIME_UNITS[unit]
+        bad = seconds.isna() | (seconds < 0) | ~np.isfinite(seconds.fillna(0))
+        if (~bad).any():
+            seconds = seconds - seconds[~bad].min()
+        rule = f"non-negative numbers ({unit})"
+    bad |= seconds > MAX_ARRIVAL_S
+    return seconds, bad, f"{rule} spanning at most {MAX_ARRIVAL_S:,.0f} s (a year)"
 
 
 def _tokens(column: pd.Series) -> tuple[pd.Series, pd.Series]:
@@ -70,45 +196,57 @@ def _tokens(column: pd.Series) -> tuple[pd.Series, pd.Series]:
     return values, values.isna() | (values < 1) | (values > MAX_TOKENS) | (values != values.round())
 
 
-def parse_trace(raw: pd.DataFrame, fmt: str | None = None) -> pd.DataFrame:
-    """Convert raw CSV columns of a known format into the canonical trace frame.
+def _block_hashes(value) -> tuple[int, ...] | None:
+    """A list of integer block hashes (a JSON array in CSV text), or None when it is not one."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in value):
+        return None
+    return tuple(value)
 
-    All problems are collected and reported together, each with its CSV line numbers."""
-    fmt = fmt or detect_format(raw.columns)
-    t_col, p_col, o_col = FORMATS[fmt]
+
+def parse_trace(raw: pd.DataFrame, fmt: str | TraceFormat | None = None) -> pd.DataFrame:
+    """Convert the raw columns of :func:`read_trace_table` (indexed by file line) into the canonical trace
+    frame, in a named format (detected when None) or through a user's :class:`TraceFormat`.
+
+    All problems are collected and reported together, each with its file line numbers."""
+    fmt = _resolve(raw.columns, fmt)
+    notes = []
+    if fmt.drop_failed:
+        failed = pd.to_numeric(raw[fmt.output], errors="coerce") == 0
+        if failed.any():
+            notes.append(f"left out {int(failed.sum()):,} failed request(s) ({fmt.output!r} 0) of {len(raw):,}")
+            raw = raw[~failed]
     if raw.empty:
-        raise ValueError("trace has no requests")
-    problems = []
-    if fmt == "azure":
-        stamps = pd.to_datetime(raw[t_col], errors="coerce", format="mixed")
-        bad_time = stamps.isna()
-        arrival = (stamps - stamps.min()).dt.total_seconds()
-        time_rule = "readable timestamps"
-    else:
-        arrival = pd.to_numeric(raw[t_col], errors="coerce")
-        arrival = (arrival / 1e9 if fmt == "llmservingsim" else arrival)
-        bad_time = arrival.isna() | (arrival < 0) | ~np.isfinite(arrival.fillna(0))
-        arrival = arrival - arrival[~bad_time].min() if (~bad_time).any() else arrival
-        bad_time |= arrival > MAX_ARRIVAL_S
-        time_rule = f"non-negative numbers spanning at most {MAX_ARRIVAL_S:,.0f} s (a year)"
-    if bad_time.any():
-        problems.append(f"column {t_col!r} needs {time_rule}: CSV lines {_line_list(bad_time)}")
-    prompt, bad_prompt = _tokens(raw[p_col])
-    output, bad_output = _tokens(raw[o_col])
-    for col, bad in ((p_col, bad_prompt), (o_col, bad_output)):
+        raise ValueError("trace has no requests" + (f" ({notes[0]})" if notes else ""))
+    arrival, bad_time, time_rule = _arrivals(raw[fmt.arrival], fmt.time_unit)
+    problems = [f"column {fmt.arrival!r} needs {time_rule}: lines {_line_list(bad_time)}"] if bad_time.any() else []
+    prompt, bad_prompt = _tokens(raw[fmt.prompt])
+    output, bad_output = _tokens(raw[fmt.output])
+    for col, bad in ((fmt.prompt, bad_prompt), (fmt.output, bad_output)):
         if bad.any():
-            problems.append(f"column {col!r} needs whole numbers from 1 to {MAX_TOKENS:,}: CSV lines "
-                            f"{_line_list(bad)}")
+            problems.append(f"column {col!r} needs whole numbers from 1 to {MAX_TOKENS:,}: lines {_line_list(bad)}")
+    columns = {"arrival_s": arrival.astype(float), "prompt_tokens": prompt, "output_tokens": output}
+    if fmt.hash_ids in raw.columns:
+        columns["hash_ids"] = raw[fmt.hash_ids].map(_block_hashes)
+        bad = columns["hash_ids"].isna()
+        if bad.any():
+            problems.append(f"column {fmt.hash_ids!r} needs lists of integer block hashes: lines {_line_list(bad)}")
     if problems:
         raise ValueError("malformed trace; " + "; ".join(problems))
-    frame = pd.DataFrame({"arrival_s": arrival.astype(float), "prompt_tokens": prompt.astype(np.int64),
-                          "output_tokens": output.astype(np.int64)})
-    return frame.sort_values("arrival_s", kind="stable").reset_index(drop=True)
+    frame = pd.DataFrame(columns).astype({"prompt_tokens": np.int64, "output_tokens": np.int64})
+    frame = frame.sort_values("arrival_s", kind="stable").reset_index(drop=True)
+    frame.attrs["notes"] = notes
+    return frame
 
 
-def load_trace_file(source: str | Path | bytes | BinaryIO, fmt: str | None = None) -> pd.DataFrame:
-    """Read and parse a trace file (Azure 2023, LLMServingSim or generic CSV)."""
-    return parse_trace(read_trace_csv(source), fmt)
+def load_trace_file(source: Source, fmt: str | TraceFormat | None = None) -> pd.DataFrame:
+    """Read and parse a trace file: Azure 2023/2024, BurstGPT, LLMServingSim or generic CSV, Mooncake JSON
+    lines, or any CSV / JSON-lines file through a column mapping (``fmt``)."""
+    return parse_trace(read_trace_table(source), fmt)
 
 
 def poisson_retime(trace: pd.DataFrame, qps: float, seed: int = 0) -> pd.DataFrame:
@@ -146,22 +284,27 @@ def from_runs(runs: pd.DataFrame, qps: float, seed: int = 0) -> pd.DataFrame:
 
 
 def trace_hash(trace: pd.DataFrame) -> str:
-    """Content hash of a trace (arrivals rounded to microseconds, lengths, run ids if any)."""
-    cols = TRACE_COLUMNS + (["run_id"] if "run_id" in trace else [])
+    """Content hash of a trace (arrivals rounded to microseconds, lengths, run ids and block hashes if any)."""
+    cols = TRACE_COLUMNS + [c for c in ("run_id", "hash_ids") if c in trace]
     data = trace[cols].round({"arrival_s": 6}).to_csv(index=False)
     return hashlib.sha256(data.encode()).hexdigest()
 
 
-def shared_trace_files(root: Path) -> list[Path]:
-    """Request traces (not profiles) among the CSV files of a shared traces folder."""
-    if not root.is_dir():
-        return []
+def _columns(path: Path) -> list[str]:
+    """Column names of a trace file: its CSV header, or the keys of its first JSON line."""
+    with path.open("rb") as fh:
+        first = fh.readline().removeprefix(b"\xef\xbb\xbf")
+    if first.lstrip()[:1] == b"{":
+        return list(json.loads(first))
+    return [c.strip() for c in pd.read_csv(io.BytesIO(first), nrows=0).columns]
+
+
+def trace_files(root: Path) -> list[Path]:
+    """Request traces (not profiles) among the CSV and JSON-lines files of a folder (none if it is absent)."""
     found = []
-    for path in sorted(root.glob("*.csv")):
-        with path.open() as fh:
-            header = [c.strip() for c in fh.readline().strip().split(",")]
+    for path in sorted([*root.glob("*.csv"), *root.glob("*.jsonl")]) if root.is_dir() else []:
         try:
-            detect_format(header)
+            detect_format(_columns(path))
         except ValueError:
             continue
         found.append(path)

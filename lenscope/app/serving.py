@@ -17,11 +17,14 @@ from lenscope.jobs.serving import (
     DEFAULT_COST,
     MODES,
     PREDICTOR_KINDS,
-    SHARED_TRACES,
     SPLITWISE_PROFILE,
+    TIME_UNITS,
     Outcome,
     PredictorSpec,
     SimConfig,
+    TraceFormat,
+    UnknownTraceFormat,
+    builtin_trace_files,
     compare_table,
     cost_model_options,
     dataset_trace,
@@ -30,29 +33,49 @@ from lenscope.jobs.serving import (
     load_trace_file,
     poisson_retime,
     run_simulation,
-    shared_trace_files,
 )
 from lenscope.jobs.study import preferred_dataset
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _read_trace(source: str | bytes) -> pd.DataFrame:
-    return load_trace_file(Path(source) if isinstance(source, str) else source)
+def _read_trace(source: str | bytes, mapping: tuple[str, str, str, str] | None = None) -> pd.DataFrame | list[str]:
+    """The trace (read through ``mapping``, a TraceFormat's fields, when given), or the file's columns when
+    its format is not recognised."""
+    try:
+        return load_trace_file(Path(source) if isinstance(source, str) else source,
+                               TraceFormat(*mapping) if mapping else None)
+    except UnknownTraceFormat as exc:
+        return exc.columns
+
+
+def _column_mapping(columns: list[str]) -> tuple[str, str, str, str]:
+    """Sidebar expander: the columns holding arrival, prompt and output tokens, and the arrival unit."""
+    with st.sidebar.expander("Column mapping", expanded=True):
+        st.caption("The file's format was not recognised: say which columns to read.")
+        picks = [st.selectbox(label, columns, index=min(k, len(columns) - 1), key=f"sched_map_{k}")
+                 for k, label in enumerate(["Arrival", "Prompt tokens", "Output tokens"])]
+        unit = st.selectbox("Arrival unit", list(TIME_UNITS), key="sched_map_unit")
+    return (*picks, unit)
 
 
 def _pick_source(store: Store, source: str) -> tuple[pd.DataFrame | None, str]:
-    if source == "Shared trace file":
-        names = [p.name for p in shared_trace_files(SHARED_TRACES)]
+    if source == "Built-in trace":
+        files = {p.name: p for p in builtin_trace_files()}
+        names = list(files)
         default = next((k for k, n in enumerate(names) if "conv" in n), 0)
         name = st.sidebar.selectbox("File", names, index=default, key="sched_shared")
-        return _read_trace(str(SHARED_TRACES / name)), name
-    if source == "Upload CSV":
-        upload = st.sidebar.file_uploader("Trace CSV (Azure 2023, LLMServingSim or arrival,prompt_tokens,"
-                                          "output_tokens; 50 MB / 200k rows max)", type="csv")
+        return _read_trace(str(files[name])), name
+    if source == "Upload file":
+        upload = st.sidebar.file_uploader("Trace file: CSV (Azure 2023/2024, BurstGPT, LLMServingSim, arrival,"
+                                          "prompt_tokens,output_tokens), Mooncake JSON lines, or other columns "
+                                          "through a mapping; 50 MB / 200k rows max", type=["csv", "jsonl"])
         if upload is None:
-            st.info("Upload a trace CSV in the sidebar, or pick a shared trace file / the app's dataset.")
+            st.info("Upload a trace file in the sidebar, or pick a built-in trace / the app's dataset.")
             return None, ""
-        return _read_trace(upload.getvalue()), upload.name
+        trace = _read_trace(upload.getvalue())
+        if isinstance(trace, list):
+            trace = _read_trace(upload.getvalue(), _column_mapping(trace))
+        return trace, upload.name
     if source == "App dataset":
         datasets = store.datasets_frame()
         if datasets.empty:
@@ -81,8 +104,7 @@ def trace_picker(store: Store) -> pd.DataFrame | None:
     """Sidebar: where the trace comes from, filters and re-timing, a save button. None when there is none
     (after saying why)."""
     st.sidebar.header("Trace")
-    sources = (["Shared trace file"] if shared_trace_files(SHARED_TRACES) else []) + [
-        "Upload CSV", "App dataset", "Stored trace"]
+    sources = (["Built-in trace"] if builtin_trace_files() else []) + ["Upload file", "App dataset", "Stored trace"]
     source = st.sidebar.radio("Source", sources, key="sched_source")
     with st.sidebar.expander("Filters and re-timing"):
         max_prompt = st.number_input("Max prompt tokens (0 = no limit)", 0, 1_000_000, 0, key="sched_max_prompt")
@@ -92,6 +114,8 @@ def trace_picker(store: Store) -> pd.DataFrame | None:
         trace, name = _pick_source(store, source)
         if trace is None:
             return None
+        for note in trace.attrs.get("notes", []):
+            st.sidebar.caption(note)
         trace = filter_trace(trace, max_prompt or None, first_n or None)
         if retime > 0 and source != "App dataset":
             trace = poisson_retime(trace, retime)

@@ -9,14 +9,20 @@ from pathlib import Path
 from analysis.serving.engine import BATCHING, MODES
 from analysis.serving.policies import DISPATCHERS, QUEUE_POLICIES
 from analysis.serving.predictors import PREDICTOR_KINDS
+from analysis.serving.traces import TIME_UNITS
 from lenscope.cli._common import PhaseBars, output_file
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("simulate", help="replay a request trace through a simulated serving cluster")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--trace", type=Path, help="CSV trace: Azure 2023, LLMServingSim or generic format")
+    src.add_argument("--trace", type=Path, help="trace file: CSV (Azure 2023/2024, BurstGPT, LLMServingSim, "
+                     "arrival,prompt_tokens,output_tokens) or Mooncake JSON lines; others with --columns")
     src.add_argument("--dataset", help="use the app's runs of this dataset (needs --qps; censored runs left out)")
+    p.add_argument("--columns", help="read --trace (CSV or JSON lines) through this column mapping: "
+                   "arrival=COL,prompt=COL,output=COL[,hash_ids=COL]")
+    p.add_argument("--time-unit", choices=list(TIME_UNITS),
+                   help="unit of the mapped arrival column (default s; datetime = timestamps)")
     p.add_argument("--split", choices=["test", "all"], default="test",
                    help="runs of --dataset to replay: test (default; out of sample for every trained predictor) or "
                         "all (oracle and constant predictors only)")
@@ -53,15 +59,22 @@ def register(subparsers) -> None:
 
 
 def _trace(args: argparse.Namespace, store):
-    from analysis.serving.traces import filter_trace, load_trace_file, poisson_retime
+    from analysis.serving.traces import column_mapping, filter_trace, load_trace_file, poisson_retime
     from lenscope.jobs.serving import dataset_trace
 
+    if args.time_unit and not args.columns:
+        raise ValueError("--time-unit goes with --columns (known formats have their own unit)")
     if args.dataset:
         if args.qps is None:
             raise ValueError("--dataset needs --qps (the app's runs have no arrival times)")
+        if args.columns:
+            raise ValueError("--columns maps the columns of a --trace file")
         trace = dataset_trace(store, args.dataset, args.qps, args.seed, None if args.split == "all" else args.split)
     else:
-        trace = load_trace_file(args.trace)
+        trace = load_trace_file(args.trace, column_mapping(args.columns, args.time_unit or "s") if args.columns
+                                else None)
+        for note in trace.attrs["notes"]:
+            print(f"note: {note}")
     trace = filter_trace(trace, args.max_prompt_tokens, args.first_n)
     return poisson_retime(trace, args.qps, args.seed) if args.qps and not args.dataset else trace
 

@@ -6,7 +6,6 @@ import torch
 
 from analysis.egtp.pooling import POOLINGS, pool, prefix_pool
 from cache.store import Store, StoredRun
-from cache.tensors import DamagedTensorError
 
 FEATURES_KIND = "egtp_features"
 FEATURES_VERSION = 2  # 2: prompt poolings start at the user content, not the chat template
@@ -28,13 +27,5 @@ def compute_run_features(run: StoredRun, layer: int, alpha: float) -> dict[str, 
 def run_features(store: Store, run_id: int, layer: int, alpha: float) -> dict[str, torch.Tensor]:
     """:func:`compute_run_features`, computed once per (run, layer, alpha) and kept in the store."""
     config = {"run_id": int(run_id), "layer": layer, "alpha": alpha, "version": FEATURES_VERSION}
-    cached = store.get_result(FEATURES_KIND, config)
-    if cached is not None:
-        try:
-            return store.tensors.get(cached["hash"])
-        except DamagedTensorError:  # recomputed and rewritten below
-            pass
-    feats = compute_run_features(store.load_run(int(run_id), layers=[layer]), layer, alpha)
-    digest, _ = store.tensors.put(feats)
-    store.put_result(FEATURES_KIND, f"run {run_id} L{layer}", config, {"hash": digest})
-    return feats
+    return store.memo_tensors(FEATURES_KIND, f"run {run_id} L{layer}", config,
+                              lambda: compute_run_features(store.load_run(int(run_id), layers=[layer]), layer, alpha))

@@ -40,20 +40,32 @@ PROBE_MODES = LENGTH_MODES
 TOPK = 32            # target distribution truncated to its top-32 tokens for the KL
 DRAFT_STEPS = 5      # drafting horizon k of the acceptance evaluation
 UMAP_KIND = "drafter_umap"
+TOPK_KIND = "drafter_target_topk"
+
+
+def run_target_topk(store: Store, target: TargetModel, run: StoredRun) -> tuple[torch.Tensor, torch.Tensor]:
+    """The target's top-:data:`TOPK` next-token ids and log-probabilities at every position of a stored run,
+    computed once from its final layer (a full-vocabulary LM head: most of a drafter's loading time) and kept
+    in the store for every later drafter."""
+    def compute() -> dict[str, torch.Tensor]:
+        if target.num_layers not in run.features.hidden:
+            raise ValueError(f"run {run.id} has no stored hidden states for layer {target.num_layers}")
+        ids, logp = target_topk(target.next_token_logits(run.features.hidden[target.num_layers]).cpu(), TOPK)
+        return {"ids": ids.int(), "logp": logp.half()}
+
+    config = {"run_id": run.id, "model": target.key, "k": TOPK}
+    kept = store.memo_tensors(TOPK_KIND, f"run {run.id} target top-{TOPK}", config, compute)
+    return kept["ids"].long(), kept["logp"]
 
 
 def example_from_run(run: StoredRun, fuse_layers: Sequence[int], split: str,
-                     target: TargetModel | None = None) -> DrafterExample:
-    """A drafter example from a stored run; with ``target`` its top-k next-token distributions are
-    recomputed from the stored final layer (needed for training and acceptance, not for prediction)."""
-    needed = [*fuse_layers, *([target.num_layers] if target is not None else [])]
-    missing = [layer for layer in needed if layer not in run.features.hidden]
+                     topk: tuple[torch.Tensor, torch.Tensor] | None = None) -> DrafterExample:
+    """A drafter example from a stored run, with the target's top-k next-token distributions ``topk`` (from
+    :func:`run_target_topk`; needed for training and acceptance, not for prediction)."""
+    missing = [layer for layer in fuse_layers if layer not in run.features.hidden]
     if missing:
         raise ValueError(f"run {run.id} has no stored hidden states for layers {missing}")
-    if target is None:
-        ids, logp = torch.zeros(len(run.features), 0, dtype=torch.long), torch.zeros(len(run.features), 0)
-    else:
-        ids, logp = target_topk(target.next_token_logits(run.features.hidden[target.num_layers]).cpu(), TOPK)
+    ids, logp = topk or (torch.zeros(len(run.features), 0, dtype=torch.long), torch.zeros(len(run.features), 0))
     return DrafterExample(run_id=run.id, prompt_id=run.prompt_id, split=split, prompt_len=run.prompt_len,
                           output_length=run.output_length, input_ids=run.features.input_ids.long(),
                           hidden=[run.features.hidden[layer].half() for layer in fuse_layers],
@@ -69,7 +81,8 @@ def load_examples(store: Store, target: TargetModel | None, dataset: str, fuse_l
     examples = []
     for i, row in enumerate(runs.itertuples()):
         run = store.load_run(int(row.run_id), layers=[*fuse_layers, *([target.num_layers] if target else [])])
-        examples.append(example_from_run(run, fuse_layers, row.split, target))
+        topk = run_target_topk(store, target, run) if target is not None else None
+        examples.append(example_from_run(run, fuse_layers, row.split, topk))
         on_progress(i + 1, len(runs), "loading runs")
     return examples
 

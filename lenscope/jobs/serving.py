@@ -7,6 +7,7 @@ config, the predictor spec and the trace's content hash, so reruns never recompu
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,11 +19,14 @@ from analysis.serving.metrics import instance_load, relative_change, request_lat
 from analysis.serving.policies import DISPATCHERS, QUEUE_POLICIES
 from analysis.serving.predictors import PREDICTOR_KINDS, make_predictor
 from analysis.serving.traces import (
+    TIME_UNITS,
+    TraceFormat,
+    UnknownTraceFormat,
     filter_trace,
     from_runs,
     load_trace_file,
     poisson_retime,
-    shared_trace_files,
+    trace_files,
     trace_hash,
 )
 from cache.settings import REPO_ROOT
@@ -31,14 +35,16 @@ from lenscope.jobs.datasets import dataset_runs
 
 __all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
     "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "MODES", "OUTLETS_PAPER", "Outcome", "PREDICTOR_KINDS",
-    "PredictorSpec", "PresetOutcome", "QUEUE_POLICY_NAMES", "SHARED_TRACES", "SPLITWISE_PROFILE", "SimConfig",
-    "check_out_of_sample", "compare_table", "cost_model_options", "dataset_trace", "filter_trace", "fit_cost_option",
-    "from_runs", "load_trace_file", "noise_sweep", "outlets_configs", "outlets_preset", "outlets_trace",
-    "parse_maes", "poisson_retime", "run_simulation", "saturating_qps", "shared_trace_files", "short_p99_change"]
+    "PredictorSpec", "PresetOutcome", "QUEUE_POLICY_NAMES", "SHARED_TRACES", "SHIPPED_TRACES", "SPLITWISE_PROFILE",
+    "SimConfig", "TIME_UNITS", "TraceFormat", "UnknownTraceFormat", "builtin_trace_files", "check_out_of_sample",
+    "compare_table", "cost_model_options", "dataset_trace", "filter_trace", "fit_cost_option", "from_runs",
+    "load_trace_file", "noise_sweep", "outlets_configs", "outlets_preset", "outlets_trace", "parse_maes",
+    "poisson_retime", "run_simulation", "saturating_qps", "short_p99_change"]
 
 DISPATCH_POLICIES = tuple(DISPATCHERS)
 QUEUE_POLICY_NAMES = tuple(QUEUE_POLICIES)
-SHARED_TRACES = REPO_ROOT.parent / "shared" / "traces"
+SHIPPED_TRACES = REPO_ROOT / "data" / "traces"  # the public Azure 2023 traces (CC-BY-4.0), in the repository
+SHARED_TRACES = REPO_ROOT.parent / "shared" / "traces"  # optional: more traces and the Splitwise profile
 SPLITWISE_PROFILE = SHARED_TRACES / "splitwise_perf_model.csv"
 
 RESULT_KIND = "scheduler_sim"
@@ -119,6 +125,13 @@ def dataset_trace(store: Store, dataset: str, qps: float, seed: int = 0, split: 
             raise ValueError(f"dataset {dataset!r} has no {'' if include_censored else 'uncensored '}{split} runs "
                              "to replay")
     return from_runs(runs, qps, seed)
+
+
+def builtin_trace_files() -> list[Path]:
+    """The shipped traces, then those of the optional shared folder that are not shipped too."""
+    shipped = trace_files(SHIPPED_TRACES)
+    names = {p.name for p in shipped}
+    return shipped + [p for p in trace_files(SHARED_TRACES) if p.name not in names]
 
 
 def result_key(trace: pd.DataFrame, spec: PredictorSpec, config: SimConfig, short_quantile: float) -> dict:

@@ -85,36 +85,20 @@ def test_browser_types_prompt_and_sees_heatmap(streamlit_server, page):
     page.screenshot(path=str(ARTIFACTS / "token_entropy.png"), full_page=True)
 
 
-def test_two_browser_sessions_generate_at_once_without_mixing(streamlit_server, server_data_dir, browser):
-    import re
-
+def test_eight_browser_sessions_generate_and_replay_at_once_without_mixing(streamlit_server, server_data_dir,
+                                                                           browser):
+    from benchmarks.browser import drive_sessions
     from cache.store import Store
-    from tests.conftest import ARTIFACTS
 
-    prompts = ["Name one planet of the solar system.", "Write a haiku about rain."]
-    contexts = [browser.new_context(viewport={"width": 1400, "height": 1000}) for _ in prompts]
-    pages = [ctx.new_page() for ctx in contexts]
-    try:
-        for pg, prompt in zip(pages, prompts):
-            pg.goto(f"{streamlit_server}/Token_entropy", timeout=120_000)
-            pg.get_by_label("Prompt").wait_for(timeout=180_000)
-            pg.get_by_label("Prompt").fill(prompt)
-            pg.get_by_label("Max new tokens").fill("16")
-        for pg in pages:  # both generations are in flight at the same time
-            pg.get_by_role("button", name="Generate").click()
-        run_ids = []
-        for k, pg in enumerate(pages):
-            caption = pg.get_by_text(re.compile(r"Run #\d+ ·")).first
-            caption.wait_for(timeout=240_000)
-            run_ids.append(int(re.search(r"Run #(\d+)", caption.inner_text()).group(1)))
-            pg.screenshot(path=str(ARTIFACTS / f"concurrent_session_{k}.png"), full_page=True)
-    finally:
-        for ctx in contexts:
-            ctx.close()
+    prompts = [f"Session {k}: name one {thing}." for k, thing in
+               enumerate(["planet", "fruit", "colour", "tree", "river", "metal", "bird", "city"])]
+    sessions = drive_sessions(browser, streamlit_server, prompts, max_new_tokens=12)
+    assert [s.errors for s in sessions] == [[]] * 8
+    assert all(s.run_id is not None and set(s.seconds) == {"generate", "replay"} for s in sessions)
     store = Store(url=f"sqlite:///{server_data_dir / 'lenscope.db'}", tensor_dir=server_data_dir / "tensors")
-    assert [store.load_run(r).prompt for r in run_ids] == prompts
-    for r in run_ids:
-        run = store.load_run(r)
+    assert [store.load_run(s.run_id).prompt for s in sessions] == prompts  # each page shows its own run
+    for s in sessions:
+        run = store.load_run(s.run_id)
         assert len(run.features) == run.prompt_len + run.output_length
 
 

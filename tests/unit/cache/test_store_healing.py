@@ -160,3 +160,20 @@ def test_unwritable_data_directory_is_reported(tmp_path):
     blocker.write_text("")
     with pytest.raises(StoreUnavailableError, match="cannot create the data directory .*LENSCOPE_DATA_DIR"):
         Store(f"sqlite:///{blocker / 'data' / 'lenscope.db'}")
+
+
+def test_memo_tensors_computes_once_and_again_after_damage(store):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"x": torch.arange(6.0)}
+
+    first = store.memo_tensors("kind", "a result", {"run_id": 1}, compute)
+    again = store.memo_tensors("kind", "a result", {"run_id": 1}, compute)
+    assert len(calls) == 1 and torch.equal(first["x"], again["x"])
+    _alter(store.tensors.path_for(store.get_result("kind", {"run_id": 1})["hash"]))
+    healed = store.memo_tensors("kind", "a result", {"run_id": 1}, compute)
+    assert len(calls) == 2 and torch.equal(healed["x"], first["x"])
+    store.memo_tensors("kind", "a result", {"run_id": 2}, compute)
+    assert len(calls) == 3

@@ -250,6 +250,11 @@ def test_cli_end_to_end_on_tiny_store(store, target, monkeypatch, capsys):
     assert min(payload["remaining"]) >= 1 and payload["layer"] == 15
     assert store.get_result(UMAP_KIND, umap_config(pid, 15, 20)) == payload
 
+    # a second variant reads the target's top-k from the store: no full-vocabulary LM head again
+    monkeypatch.setattr(target, "next_token_logits", lambda *a: pytest.fail("the target top-k was recomputed"))
+    assert cli.main(["train-drafter", "--dataset", "tiny", "--variant", "sd-only", "--epochs", "1",
+                     "--max-step", "40", "--include-censored"]) == 0
+
 
 def test_compare_predictors_pairs_the_same_test_runs_and_steps(store):
     from cache.store import NewRun
