@@ -30,11 +30,14 @@ TARGET_S = 1.0
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pages", action=argparse.BooleanOptionalAction, default=True,
+                        help="time every page through AppTest (--no-pages: only the browser sessions)")
     parser.add_argument("--sessions", type=int, default=0, help="concurrent browser sessions on a live server")
     parser.add_argument("--max-new-tokens", type=int, default=16, help="tokens each session generates")
     args = parser.parse_args(argv)
-    pages = [REPO / "app.py", *sorted((REPO / "pages").glob("*.py"))]
-    print(f"{'page':32s} {'s / interaction':>16s} {'vs 1 s target':>14s}")
+    pages = [REPO / "app.py", *sorted((REPO / "pages").glob("*.py"))] if args.pages else []
+    if pages:
+        print(f"{'page':32s} {'s / interaction':>16s} {'vs 1 s target':>14s}")
     for page in pages:
         app = AppTest.from_file(str(page), default_timeout=600)
         app.run()
