@@ -79,12 +79,56 @@ def _bootstrap(sums: np.ndarray, counts: np.ndarray, n_boot: int, level: float, 
                     float(np.quantile(stats, 1 - tail)), int(sums.size))
 
 
+def bootstrap_mean(values, groups=None, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> Estimate:
+    """Mean of ``values`` with a percentile bootstrap CI over ``groups`` (the rows of one group are resampled
+    together), or over rows when ``groups`` is None."""
+    return _bootstrap(*_cluster_sums(np.asarray(values, dtype=float), groups), n_boot, level, seed)
+
+
 def bootstrap_mae(predicted, true, groups=None, n_boot: int = 1000, level: float = 0.95,
                   seed: int = 0) -> Estimate:
     """MAE with a percentile bootstrap CI over ``groups`` (e.g. test prompts: the samples of one prompt
     are resampled together), or over rows when ``groups`` is None."""
     err = np.abs(np.asarray(predicted, dtype=float) - np.asarray(true, dtype=float))
-    return _bootstrap(*_cluster_sums(err, groups), n_boot, level, seed)
+    return bootstrap_mean(err, groups, n_boot, level, seed)
+
+
+def varies(values, rtol: float = 1e-9) -> bool:
+    """Whether ``values`` spread by more than ``rtol`` of their largest magnitude (float noise is constant)."""
+    v = np.asarray(values, dtype=float)
+    return v.size > 1 and bool(np.ptp(v) > rtol * np.abs(v).max())
+
+
+def _pearson_from_sums(s: np.ndarray) -> np.ndarray:
+    """Pearson r from sums ``[..., (n, x, y, xx, yy, xy)]`` (NaN where either variable is constant)."""
+    n, x, y, xx, yy, xy = np.moveaxis(s, -1, 0)
+    cov, vx, vy = xy - x * y / n, xx - x * x / n, yy - y * y / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = cov / np.sqrt(vx * vy)
+    tiny = 1e-12 * n
+    return np.where((vx > tiny) & (vy > tiny), np.clip(r, -1.0, 1.0), np.nan)
+
+
+def bootstrap_correlation(x, y, groups=None, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> Estimate:
+    """Pearson r of ``x`` and ``y`` with a percentile bootstrap CI over ``groups`` (e.g. runs: the tokens of one
+    run are resampled together), or over rows when ``groups`` is None.
+
+    Each group contributes its sums of ``(1, x, y, x^2, y^2, xy)`` (x and y centred and scaled on the pooled
+    sample first, for precision); a replicate weights each group's sums by how often it was drawn. ``value`` is
+    NaN when x or y is constant; the CI skips replicates where it is."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size == 0:
+        raise ValueError(f"need equal, non-empty 1-d shapes, got {x.shape} and {y.shape}")
+    x, y = ((v - v.mean()) / v.std() if varies(v) else np.zeros_like(v) for v in (x, y))
+    sums = np.stack([_cluster_sums(m, groups)[0] for m in (np.ones_like(x), x, y, x * x, y * y, x * y)], axis=1)
+    rng = np.random.default_rng(seed)
+    k = len(sums)
+    stats = _pearson_from_sums(np.stack([np.bincount(rng.integers(0, k, k), minlength=k) @ sums
+                                         for _ in range(n_boot)]))
+    value = float(_pearson_from_sums(sums.sum(0)))
+    tail = (1 - level) / 2
+    lo, hi = np.nanquantile(stats, [tail, 1 - tail]) if np.isfinite(stats).any() else (np.nan, np.nan)
+    return Estimate(value, float(lo), float(hi), int(len(sums)))
 
 
 def paired_mae_difference(predicted_a, predicted_b, true, groups=None, n_boot: int = 1000, level: float = 0.95,

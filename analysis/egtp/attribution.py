@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from captum.attr import LayerGradientXActivation, Saliency
 
+from analysis.core.metrics import bootstrap_correlation
 from analysis.core.soft_label_head import SoftLabelHead, normalized_mse
 from analysis.egtp.pooling import pool
 
@@ -103,39 +104,18 @@ class Correlation:
         return asdict(self)
 
 
-def _rank(x: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
-
-    return rankdata(x)
-
-
-def _pearson(x: np.ndarray, y: np.ndarray) -> float:
-    if x.std() == 0 or y.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(x, y)[0, 1])
-
-
 def entropy_importance_correlation(runs: Sequence[tuple[np.ndarray, np.ndarray]], n_boot: int = 1000,
                                    level: float = 0.95, seed: int = 0) -> Correlation:
-    """Correlations over the pooled tokens of ``runs`` = [(entropy [T], importance [T]), ...]."""
+    """Correlations over the pooled tokens of ``runs`` = [(entropy [T], importance [T]), ...]; Spearman is the
+    Pearson r of the pooled ranks (:func:`analysis.core.metrics.bootstrap_correlation` for the CIs)."""
+    from scipy.stats import rankdata
+
     runs = [(np.asarray(h, float), np.asarray(i, float)) for h, i in runs if len(h)]
     if not runs:
         raise ValueError("no tokens to correlate")
     h = np.concatenate([r[0] for r in runs])
     imp = np.concatenate([r[1] for r in runs])
-    rng = np.random.default_rng(seed)
-    boot_p, boot_s = [], []
-    for _ in range(n_boot):
-        pick = rng.integers(0, len(runs), len(runs))
-        bh = np.concatenate([runs[j][0] for j in pick])
-        bi = np.concatenate([runs[j][1] for j in pick])
-        boot_p.append(_pearson(bh, bi))
-        boot_s.append(_pearson(_rank(bh), _rank(bi)))
-    q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
-
-    def ci(values: list[float]) -> tuple[float, float]:
-        lo, hi = np.nanpercentile(values, q) if np.isfinite(values).any() else (np.nan, np.nan)
-        return float(lo), float(hi)
-
-    return Correlation(_pearson(h, imp), ci(boot_p), _pearson(_rank(h), _rank(imp)), ci(boot_s),
-                       int(len(h)), len(runs), level)
+    groups = np.repeat(np.arange(len(runs)), [len(r[0]) for r in runs])
+    p = bootstrap_correlation(h, imp, groups, n_boot, level, seed)
+    s = bootstrap_correlation(rankdata(h), rankdata(imp), groups, n_boot, level, seed)
+    return Correlation(p.value, (p.lo, p.hi), s.value, (s.lo, s.hi), int(len(h)), len(runs), level)

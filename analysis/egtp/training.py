@@ -40,11 +40,19 @@ class HeadConfig:
 
 @dataclass
 class TrainResult:
-    """A trained head, the epoch kept, and per-epoch train loss / validation MAE."""
+    """A trained head (a :class:`SoftLabelHead`, or an attention-pooling head around one), the epoch kept, and
+    per-epoch train loss / validation MAE."""
 
-    head: SoftLabelHead
+    head: torch.nn.Module
     best_epoch: int
     history: list[dict]
+
+
+def fit_bins(config: HeadConfig, lengths: torch.Tensor) -> LengthBins:
+    """The config's length bins (``bins_kind``, ``bins``) fitted to the training ``lengths``."""
+    if config.bins_kind not in BINNINGS:
+        raise ValueError(f"bins_kind must be one of {sorted(BINNINGS)}, not {config.bins_kind!r}")
+    return BINNINGS[config.bins_kind](lengths.float().numpy(), config.bins)
 
 
 def _mae(head: SoftLabelHead, x: torch.Tensor, y: torch.Tensor, batch: int = 4096) -> float:
@@ -66,10 +74,7 @@ def train_head(x_train: torch.Tensor, y_train: torch.Tensor, x_val: torch.Tensor
         raise ValueError(f"need at least 2 training samples, got {len(x_train)}")
     torch.manual_seed(cfg.seed)
     x_train, y_train = x_train.float(), y_train.float()
-    if cfg.bins_kind not in BINNINGS:
-        raise ValueError(f"bins_kind must be one of {sorted(BINNINGS)}, not {cfg.bins_kind!r}")
-    bins = BINNINGS[cfg.bins_kind](y_train.numpy(), cfg.bins)
-    head = SoftLabelHead(x_train.shape[1], bins, cfg.hidden, cfg.dropout, cfg.architecture)
+    head = SoftLabelHead(x_train.shape[1], fit_bins(cfg, y_train), cfg.hidden, cfg.dropout, cfg.architecture)
     head.fit_scaler(x_train, y_train)
     has_val = x_val is not None and y_val is not None and len(x_val) > 0
     val_score = (lambda model: _mae(model, x_val.float(), y_val.float())) if has_val else None
