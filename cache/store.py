@@ -416,17 +416,23 @@ class Store:
 
     # results ------------------------------------------------------------------------------------
     def put_result(self, kind: str, name: str, config: dict, payload: dict) -> int:
-        """Store (or replace) the result of an analysis identified by kind + config."""
+        """Store (or replace) the result of an analysis identified by kind + config; two clients storing the
+        same result at once (e.g. two browser sessions running one simulation) end up with one row."""
         key = json_key(kind, config)
-        with self.session() as s:
-            row = s.scalar(select(Result).where(Result.key == key))
-            if row is None:
-                row = Result(key=key, kind=kind, name=name, config=config, payload=payload)
-                s.add(row)
-            else:
-                row.name, row.payload = name, payload
-            s.flush()
-            return row.id
+        for _ in range(2):
+            try:
+                with self.session() as s:
+                    row = s.scalar(select(Result).where(Result.key == key))
+                    if row is None:
+                        row = Result(key=key, kind=kind, name=name, config=config, payload=payload)
+                        s.add(row)
+                    else:
+                        row.name, row.payload = name, payload
+                    s.flush()
+                    return row.id
+            except IntegrityError:  # inserted by another client meanwhile: the retry replaces it
+                continue
+        raise RuntimeError(f"could not store the {kind} result")
 
     def memo_tensors(self, kind: str, name: str, config: dict,
                      compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

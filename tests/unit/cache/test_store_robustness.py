@@ -133,3 +133,16 @@ def test_store_on_postgresql(tmp_path):
     assert run.output_length == 6 and run.prompt == "hello postgres"
     store.put_result("k", "n", {"a": 1}, {"v": [1, 2]})
     assert store.get_result("k", {"a": 1}) == {"v": [1, 2]}
+
+
+def test_sessions_storing_the_same_result_at_once_end_with_one_row(data_dir):
+    from concurrent.futures import ThreadPoolExecutor
+
+    Store()
+
+    def put(k: int) -> int:
+        return Store().put_result("simulation", "same run", {"trace": 1}, {"writer": k})
+
+    with ThreadPoolExecutor(8) as pool:  # eight browser sessions running the same simulation
+        ids = list(pool.map(put, range(32)))
+    assert len(set(ids)) == 1 and len(Store().results_frame("simulation")) == 1
