@@ -21,6 +21,20 @@ def test_page_runs_preset_and_compare(data_dir):
     assert any("3 from the store cache" in m.value for m in at.markdown)
 
 
+def test_an_upload_in_unknown_columns_loads_through_the_column_mapping(data_dir):
+    at = open_page("pages/6_Scheduler_playground.py").run()
+    at.sidebar.radio(key="sched_source").set_value("Upload file").run()
+    rows = "".join(f"{t * 250},{5 + t % 7},{20 + t % 11}\n" for t in range(40))
+    at.sidebar.file_uploader[0].set_value(("mine.csv", f"t_ms,input,output\n{rows}".encode(), "text/csv")).run()
+    assert not at.exception
+    assert [s.label for s in at.sidebar.selectbox if s.key.startswith("sched_map")] == [
+        "Arrival", "Prompt tokens", "Output tokens", "Arrival unit"]
+    at.sidebar.selectbox(key="sched_map_unit").set_value("ms").run()
+    at.button(key="cmp_run").click().run()
+    assert not at.exception and not at.error
+    assert any("40 requests" in m.value for m in [*at.markdown, *at.caption])
+
+
 def test_page_without_stored_traces_says_how_to_add_one(data_dir):
     at = open_page("pages/6_Scheduler_playground.py").run()
     at.sidebar.radio(key="sched_source").set_value("Stored trace").run()
