@@ -47,10 +47,11 @@ def run_target_topk(store: Store, target: TargetModel, run: StoredRun) -> tuple[
     """The target's top-:data:`TOPK` next-token ids and log-probabilities at every position of a stored run,
     computed once from its final layer (a full-vocabulary LM head: most of a drafter's loading time) and kept
     in the store for every later drafter."""
-    def compute() -> dict[str, torch.Tensor]:
-        if target.num_layers not in run.features.hidden:
+    def compute() -> dict[str, torch.Tensor]:  # the final layer is read only when the top-k is not kept yet
+        final = store.load_run(run.id, layers=[target.num_layers]).features.hidden
+        if target.num_layers not in final:
             raise ValueError(f"run {run.id} has no stored hidden states for layer {target.num_layers}")
-        ids, logp = target_topk(target.next_token_logits(run.features.hidden[target.num_layers]).cpu(), TOPK)
+        ids, logp = target_topk(target.next_token_logits(final[target.num_layers]).cpu(), TOPK)
         return {"ids": ids.int(), "logp": logp.half()}
 
     config = {"run_id": run.id, "model": target.key, "k": TOPK}
@@ -80,7 +81,7 @@ def load_examples(store: Store, target: TargetModel | None, dataset: str, fuse_l
     runs = runs[runs["output_tokens"] > 0]
     examples = []
     for i, row in enumerate(runs.itertuples()):
-        run = store.load_run(int(row.run_id), layers=[*fuse_layers, *([target.num_layers] if target else [])])
+        run = store.load_run(int(row.run_id), layers=fuse_layers)
         topk = run_target_topk(store, target, run) if target is not None else None
         examples.append(example_from_run(run, fuse_layers, row.split, topk))
         on_progress(i + 1, len(runs), "loading runs")
