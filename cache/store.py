@@ -144,19 +144,28 @@ class Store:
 
         Two clients racing to insert the same row both end up with the one that won.
         """
+        def write() -> int:
+            with self.session() as s:
+                row_id = s.scalar(select(table.id).where(where))
+                if row_id is None:
+                    row = make()
+                    s.add(row)
+                    s.flush()
+                    row_id = row.id
+                return row_id
+
+        return self._retry_on_conflict(write, f"a {table.__tablename__} row")
+
+    @staticmethod
+    def _retry_on_conflict(write: Callable[[], int], what: str) -> int:
+        """``write()``, once more if another client inserted the same unique key meanwhile (the retry finds
+        its row)."""
         for _ in range(2):
             try:
-                with self.session() as s:
-                    row_id = s.scalar(select(table.id).where(where))
-                    if row_id is None:
-                        row = make()
-                        s.add(row)
-                        s.flush()
-                        row_id = row.id
-                    return row_id
+                return write()
             except IntegrityError:
                 continue
-        raise RuntimeError(f"could not insert or find a {table.__tablename__} row")
+        raise RuntimeError(f"could not store {what}")
 
     def ensure_model(self, target: TargetModel) -> int:
         """Id of the model row for ``target`` (created on first use)."""
@@ -419,20 +428,19 @@ class Store:
         """Store (or replace) the result of an analysis identified by kind + config; two clients storing the
         same result at once (e.g. two browser sessions running one simulation) end up with one row."""
         key = json_key(kind, config)
-        for _ in range(2):
-            try:
-                with self.session() as s:
-                    row = s.scalar(select(Result).where(Result.key == key))
-                    if row is None:
-                        row = Result(key=key, kind=kind, name=name, config=config, payload=payload)
-                        s.add(row)
-                    else:
-                        row.name, row.payload = name, payload
-                    s.flush()
-                    return row.id
-            except IntegrityError:  # inserted by another client meanwhile: the retry replaces it
-                continue
-        raise RuntimeError(f"could not store the {kind} result")
+
+        def write() -> int:
+            with self.session() as s:
+                row = s.scalar(select(Result).where(Result.key == key))
+                if row is None:
+                    row = Result(key=key, kind=kind, name=name, config=config, payload=payload)
+                    s.add(row)
+                else:
+                    row.name, row.payload = name, payload
+                s.flush()
+                return row.id
+
+        return self._retry_on_conflict(write, f"the {kind} result")
 
     def memo_tensors(self, kind: str, name: str, config: dict,
                      compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
