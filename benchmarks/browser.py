@@ -103,10 +103,11 @@ def _interact(pages, sessions: list[Session], name: str, button: str, done: str 
         session.errors += _page_errors(page)
 
 
-def drive_sessions(browser, url: str, prompts: list[str], max_new_tokens: int = 16,
+def drive_sessions(browser, url: str, prompts: list[str], max_new_tokens: int = 16, first_n: int = 0,
                    timeout_s: float = 600.0) -> list[Session]:
     """One browser session per prompt, all at once: each generates its prompt on the Token entropy page, then
-    replays a trace on the Scheduler playground; returns what each saw and how long each interaction took."""
+    replays the default trace (its first ``first_n`` requests; 0: all) on the Scheduler playground; returns what
+    each saw and how long each interaction took."""
     contexts = [browser.new_context(viewport={"width": 1400, "height": 1000}) for _ in prompts]
     pages = [ctx.new_page() for ctx in contexts]
     sessions = [Session(prompt) for prompt in prompts]
@@ -124,6 +125,11 @@ def drive_sessions(browser, url: str, prompts: list[str], max_new_tokens: int = 
         for page in pages:
             page.goto(f"{url}/Scheduler_playground", timeout=120_000)
             page.get_by_role("button", name="Run simulation").wait_for(timeout=300_000)
+            if first_n:
+                page.get_by_text("Filters and re-timing").click()
+                page.get_by_label("First N requests (0 = all)").fill(str(first_n))
+                page.get_by_label("First N requests (0 = all)").press("Enter")
+                page.get_by_text(f"{first_n:,} requests over").wait_for(timeout=300_000)
         _interact(pages, sessions, "replay", "Run simulation", SIMULATION_DONE, timeout_s)
     finally:
         for ctx in contexts:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from models.gguf_checkpoint import load_converted, save_converted
 from models.logits import LogitSummary, summarize_logits
 from models.sources import ModelSource, hub_load_options, resolve_source
 
@@ -105,6 +107,11 @@ class TargetModel:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
         source = spec if isinstance(spec, ModelSource) else resolve_source(spec)
+        gguf = Path(source.path) / source.gguf_file if source.gguf_file and source.local else None
+        if gguf is not None and gguf.is_file():
+            loaded = load_converted(gguf, DTYPES[dtype])  # the GGUF's plain copy: no metadata parsing
+            if loaded is not None:
+                return cls(loaded[0].to(pick_device(device)), loaded[1], source, dtype)
         kwargs = {"gguf_file": source.gguf_file} if source.gguf_file else {}
         if not source.local:
             kwargs |= hub_load_options(source.path)
@@ -114,6 +121,8 @@ class TargetModel:
         except Exception as exc:  # transformers raises many types for unusable checkpoints
             where = "the local checkpoint" if source.local else "the model hub (is this machine online?)"
             raise ValueError(f"could not load model {source.spec!r} from {where}: {exc}") from exc
+        if gguf is not None and dtype == "float32":
+            save_converted(model, tokenizer, gguf)
         return cls(model.to(pick_device(device)), tokenizer, source, dtype)
 
     @property

@@ -23,7 +23,8 @@ st.title("Scheduler playground")
 st.caption("A discrete-event simulation of P prefill + D decode instances (or colocated instances) with "
            "continuous or static batching. Policies only see the predictor's lengths, never the truth. "
            "CLI: `python -m lenscope simulate --trace PATH --dispatch lb --queue sjf` (a file in another layout: "
-           "`--columns arrival=COL,prompt=COL,output=COL --time-unit ms`).")
+           "`--columns arrival=COL,prompt=COL,output=COL --time-unit ms`); an external predictor's file: "
+           "`python -m lenscope evaluate-predictions PATH`, then `simulate --predictor empirical --predictions PATH`.")
 store = get_store()
 trace = trace_picker(store)
 spec = predictor_picker(store, trace) if trace is not None else None

@@ -150,6 +150,20 @@ def kendall_tau(predicted, true) -> float:
     return float(kendalltau(p, t).statistic)
 
 
+def bootstrap_kendall_tau(predicted, true, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> Estimate:
+    """Kendall's tau-b with a percentile bootstrap CI over rows (replicates without variation are skipped; the
+    CI is NaN when all are)."""
+    p, t = np.asarray(predicted, dtype=float), np.asarray(true, dtype=float)
+    if p.shape != t.shape or p.ndim != 1 or p.size == 0:
+        raise ValueError(f"need equal, non-empty 1-d shapes, got {p.shape} and {t.shape}")
+    rng = np.random.default_rng(seed)
+    stats = np.array([kendall_tau(p[rows], t[rows]) for rows in (rng.integers(0, p.size, p.size)
+                                                                 for _ in range(n_boot))])
+    tail = (1 - level) / 2
+    lo, hi = np.nanquantile(stats, [tail, 1 - tail]) if np.isfinite(stats).any() else (np.nan, np.nan)
+    return Estimate(kendall_tau(p, t), float(lo), float(hi), int(p.size))
+
+
 DYNAMIC_STEPS = 32  # dynamic MAE: remaining length at steps 0..DYNAMIC_STEPS
 
 

@@ -10,9 +10,17 @@ outputs through :class:`analysis.serving.policies.RequestView`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+from analysis.serving.length_buckets import bucket_of, quantile_edges
+
+if TYPE_CHECKING:
+    from analysis.serving.external_predictions import PredictionPairs
+
+EMPIRICAL_BUCKETS = 10  # quantile buckets of the true length an empirical prediction is drawn within
 
 
 class Predictor(ABC):
@@ -119,13 +127,60 @@ class StoredPredictor(Predictor):
         return max(float(self._preds[i][k]) - (generated - self._steps[i][k]), 1.0)
 
 
-PREDICTOR_KINDS = ("oracle", "oracle-noise", "constant", "stored")
+class TraceColumnPredictor(Predictor):
+    """The predictions a trace carries (its ``predicted_tokens`` column), clipped at 1 token."""
+
+    name = "trace-column"
+
+    def __init__(self, predicted: np.ndarray) -> None:
+        self._predicted = np.maximum(np.asarray(predicted, dtype=float), 1.0)
+
+    def static(self, i: int) -> float:
+        return float(self._predicted[i])
+
+
+class EmpiricalPredictor(Predictor):
+    """An external predictor's real error: predictions drawn from its (true length, prediction) pairs conditionally
+    on the true length.
+
+    The pairs' true lengths are cut into ``n_buckets`` quantile buckets; request ``i`` gets the prediction of a pair
+    drawn (seeded) from the bucket of its own true length (lengths beyond the pairs' range use the end buckets), so
+    that per bucket the simulated predictions follow the file's. ``ranks`` marks class indices without bucket
+    edges: they carry order only, so the remaining-length estimate stays the rank (SJF orders by them; LB and
+    SRPT read them as token counts).
+    """
+
+    name = "empirical"
+
+    def __init__(self, true_lengths: np.ndarray, pair_true: np.ndarray, pair_values: np.ndarray, *,
+                 ranks: bool = False, n_buckets: int = EMPIRICAL_BUCKETS, seed: int = 0) -> None:
+        edges = quantile_edges(pair_true, n_buckets)
+        pair_bucket = bucket_of(pair_true, edges)
+        by_bucket = np.asarray(pair_values, dtype=float)[np.argsort(pair_bucket, kind="stable")]
+        counts = np.bincount(pair_bucket, minlength=len(edges) - 1)  # none is empty: edges are observed values
+        starts = np.cumsum(counts) - counts
+        wanted = bucket_of(true_lengths, edges)
+        draws = np.random.default_rng(seed).random(len(wanted))
+        drawn = by_bucket[starts[wanted] + (draws * counts[wanted]).astype(np.int64)]
+        self.ranks = ranks
+        self._static = drawn if ranks else np.maximum(drawn, 1.0)
+
+    def static(self, i: int) -> float:
+        return float(self._static[i])
+
+    def remaining(self, i: int, generated: int) -> float:
+        return float(self._static[i]) if self.ranks else max(float(self._static[i]) - generated, 1.0)
+
+
+PREDICTOR_KINDS = ("oracle", "oracle-noise", "constant", "stored", "trace-column", "empirical")
 
 
 def make_predictor(kind: str, output_tokens: np.ndarray, *, mae: float = 0.0, constant: float = 256.0,
                    seed: int = 0, update_every: int = 32, run_ids: np.ndarray | None = None,
-                   predictions: pd.DataFrame | None = None) -> Predictor:
-    """Build a predictor by name for a trace with true ``output_tokens``."""
+                   predictions: pd.DataFrame | None = None, predicted: np.ndarray | None = None,
+                   pairs: PredictionPairs | None = None) -> Predictor:
+    """Build a predictor by name for a trace with true ``output_tokens`` (``predicted``: the trace's own
+    predictions; ``pairs``: an external predictor's pairs for the empirical one)."""
     if kind == "oracle":
         return OraclePredictor(output_tokens)
     if kind == "oracle-noise":
@@ -136,4 +191,13 @@ def make_predictor(kind: str, output_tokens: np.ndarray, *, mae: float = 0.0, co
         if run_ids is None or predictions is None:
             raise ValueError("a stored predictor needs a trace with run_id and the predictor's predictions")
         return StoredPredictor(run_ids, predictions)
+    if kind == "trace-column":
+        if predicted is None:
+            raise ValueError("the trace has no predicted_tokens column (a column mapping can name another one)")
+        return TraceColumnPredictor(predicted)
+    if kind == "empirical":
+        if pairs is None:
+            raise ValueError("an empirical predictor needs a predictions file of (true length, prediction) pairs")
+        return EmpiricalPredictor(output_tokens, pairs.true, pairs.policy_values(), ranks=pairs.lengths() is None,
+                                  seed=seed)
     raise ValueError(f"unknown predictor {kind!r}; choose one of {', '.join(PREDICTOR_KINDS)}")

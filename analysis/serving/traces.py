@@ -4,7 +4,8 @@
 first byte) in a known format (:data:`FORMATS`, detected from its columns) or read through a user's
 :class:`TraceFormat` (a column mapping). Every importer returns a frame with columns ``arrival_s`` (seconds
 from the first request), ``prompt_tokens``, ``output_tokens``, ``hash_ids`` (tuples of prompt block hashes)
-for traces that carry them and ``run_id`` for traces built from the app's own runs, sorted by arrival.
+and ``predicted_tokens`` (an external predictor's output lengths, from a column of that name or a mapped one)
+for traces that carry them, and ``run_id`` for traces built from the app's own runs, sorted by arrival.
 Malformed input raises ``ValueError`` naming the offending file lines; rows an importer leaves out on purpose
 (BurstGPT's failed requests) are counted in ``frame.attrs["notes"]``.
 """
@@ -30,15 +31,17 @@ MAX_TOKENS = 10_000_000
 TRACE_COLUMNS = ["arrival_s", "prompt_tokens", "output_tokens"]
 # Seconds per arrival unit; "datetime" reads timestamps such as 2023-11-16 18:15:46.68 (naive ones as UTC).
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "datetime": None}
-MAPPING_KEYS = ("arrival", "prompt", "output", "hash_ids")
+MAPPING_KEYS = ("arrival", "prompt", "output", "hash_ids", "predicted")
+PREDICTED_COLUMN = "predicted_tokens"  # a trace's own predicted output lengths, read whenever present
 Source = str | Path | bytes | BinaryIO
 
 
 @dataclass(frozen=True)
 class TraceFormat:
     """The columns holding a request's arrival, prompt tokens and output tokens, the arrival unit, the
-    optional column of prompt block hashes, and whether rows with 0 output tokens are failed requests to
-    leave out (counted in a note) rather than errors."""
+    optional column of prompt block hashes, whether rows with 0 output tokens are failed requests to leave
+    out (counted in a note) rather than errors, and the column of predicted output lengths (``predicted_tokens``
+    when None, read only if present)."""
 
     arrival: str
     prompt: str
@@ -46,6 +49,7 @@ class TraceFormat:
     time_unit: str = "s"
     hash_ids: str | None = None
     drop_failed: bool = False
+    predicted: str | None = None
 
     def __post_init__(self) -> None:
         if self.time_unit not in TIME_UNITS:
@@ -76,7 +80,7 @@ class UnknownTraceFormat(ValueError):
 
 
 def column_mapping(text: str, time_unit: str = "s") -> TraceFormat:
-    """A :class:`TraceFormat` from ``arrival=COL,prompt=COL,output=COL[,hash_ids=COL]``."""
+    """A :class:`TraceFormat` from ``arrival=COL,prompt=COL,output=COL[,hash_ids=COL][,predicted=COL]``."""
     pairs = {}
     for part in text.split(","):
         key, sep, column = (s.strip() for s in part.partition("="))
@@ -87,17 +91,20 @@ def column_mapping(text: str, time_unit: str = "s") -> TraceFormat:
     missing = [k for k in MAPPING_KEYS[:3] if k not in pairs]
     if missing:
         raise ValueError(f"column mapping lacks {', '.join(missing)}")
-    return TraceFormat(pairs["arrival"], pairs["prompt"], pairs["output"], time_unit, pairs.get("hash_ids"))
+    return TraceFormat(pairs["arrival"], pairs["prompt"], pairs["output"], time_unit, pairs.get("hash_ids"),
+                       predicted=pairs.get("predicted"))
 
 
-def _line_list(mask: pd.Series) -> str:
+def line_list(mask: pd.Series) -> str:
+    """The file lines where ``mask`` holds (its index holds file line numbers), at most 20 shown, and their count."""
     lines = mask.index[mask.to_numpy(bool)].tolist()  # the raw table's index holds file line numbers
     shown = ", ".join(map(str, lines[:20]))
     return f"{shown}{' ...' if len(lines) > 20 else ''} ({len(lines)} rows)"
 
 
-def _read_bytes(source: Source, max_bytes: int) -> bytes:
-    """The file's bytes, refused above ``max_bytes`` (a path's size is checked before reading it)."""
+def read_bytes(source: Source, max_bytes: int = MAX_UPLOAD_BYTES, what: str = "trace") -> bytes:
+    """The file's bytes, refused above ``max_bytes`` (a path's size is checked before reading it); ``what`` names
+    the kind of file in messages."""
     if isinstance(source, (str, Path)):
         path = Path(source)
         size, read = path.stat().st_size, path.read_bytes
@@ -105,17 +112,17 @@ def _read_bytes(source: Source, max_bytes: int) -> bytes:
         data = source if isinstance(source, bytes) else source.read()
         size, read = len(data), lambda: data
     if size > max_bytes:
-        raise ValueError(f"trace file is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+        raise ValueError(f"{what} file is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
     return read()
 
 
-def _read_jsonl(data: bytes, max_rows: int) -> pd.DataFrame:
+def _read_jsonl(data: bytes, max_rows: int, what: str) -> pd.DataFrame:
     records, lines, bad = [], [], []
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         if len(records) == max_rows:
-            raise ValueError(f"trace has more than {max_rows:,} rows; cut it (e.g. head -n) before uploading")
+            raise ValueError(f"{what} file has more than {max_rows:,} rows; cut it (e.g. head -n) before uploading")
         try:
             record = json.loads(line)
         except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError (no msg)
@@ -128,23 +135,26 @@ def _read_jsonl(data: bytes, max_rows: int) -> pd.DataFrame:
         lines.append(number)
     if bad:
         shown = "; ".join(f"line {n}: {why}" for n, why in bad[:5])
-        raise ValueError(f"not a JSON-lines trace: {len(bad)} line(s) not a JSON object ({shown}"
+        raise ValueError(f"not a JSON-lines {what} file: {len(bad)} line(s) not a JSON object ({shown}"
                          f"{' ...' if len(bad) > 5 else ''})")
     return pd.DataFrame.from_records(records, index=pd.Index(lines))
 
 
-def read_trace_table(source: Source, max_bytes: int = MAX_UPLOAD_BYTES, max_rows: int = MAX_ROWS) -> pd.DataFrame:
+def read_trace_table(source: Source, max_bytes: int = MAX_UPLOAD_BYTES, max_rows: int = MAX_ROWS,
+                     what: str = "trace") -> pd.DataFrame:
     """Read a trace CSV or JSON-lines file (path, bytes or binary file) enforcing the size limits: raw
-    columns (CSV values as text), indexed by file line number."""
-    data = _read_bytes(source, max_bytes).removeprefix(b"\xef\xbb\xbf")
+    columns (CSV values as text), indexed by file line number. ``what`` names the kind of file in messages."""
+    data = read_bytes(source, max_bytes, what).removeprefix(b"\xef\xbb\xbf")
+    if not data.strip():
+        raise ValueError(f"the {what} file is empty")
     if data.lstrip()[:1] == b"{":
-        return _read_jsonl(data, max_rows)
+        return _read_jsonl(data, max_rows, what)
     try:
         frame = pd.read_csv(io.BytesIO(data), nrows=max_rows + 1, dtype=str, skipinitialspace=True)
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise ValueError(f"not a readable CSV or JSON-lines file: {exc}") from exc
     if len(frame) > max_rows:
-        raise ValueError(f"trace has more than {max_rows:,} rows; cut it (e.g. head -n) before uploading")
+        raise ValueError(f"{what} file has more than {max_rows:,} rows; cut it (e.g. head -n) before uploading")
     frame.columns = [str(c).strip() for c in frame.columns]
     frame.index = pd.RangeIndex(2, len(frame) + 2)  # line 1 is the header
     return frame
@@ -161,13 +171,13 @@ def detect_format(columns) -> str:
 def _resolve(columns, fmt: str | TraceFormat | None) -> TraceFormat:
     """The format to read ``columns`` with; a user's mapping must name existing columns only (hash_ids too)."""
     if isinstance(fmt, TraceFormat):
-        chosen, needed = fmt, (fmt.arrival, fmt.prompt, fmt.output, fmt.hash_ids)
+        chosen, needed = fmt, (fmt.arrival, fmt.prompt, fmt.output, fmt.hash_ids, fmt.predicted)
     else:
         name = fmt or detect_format(columns)
         if name not in FORMATS:
             raise ValueError(f"unknown trace format {name!r}; choose one of {', '.join(FORMATS)}")
         chosen = FORMATS[name]
-        needed = (chosen.arrival, chosen.prompt, chosen.output)  # block hashes are optional in known formats
+        needed = (chosen.arrival, chosen.prompt, chosen.output)  # block hashes, predictions: optional here
     missing = [c for c in needed if c and c not in columns]
     if missing:
         raise ValueError(f"the trace has no column {', '.join(map(repr, missing))}; its columns are {list(columns)}")
@@ -191,9 +201,17 @@ def _arrivals(column: pd.Series, unit: str) -> tuple[pd.Series, pd.Series, str]:
     return seconds, bad, f"{rule} spanning at most {MAX_ARRIVAL_S:,.0f} s (a year)"
 
 
-def _tokens(column: pd.Series) -> tuple[pd.Series, pd.Series]:
+def token_counts(column: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """A column as token counts, and the rows that are not whole numbers from 1 to :data:`MAX_TOKENS`."""
     values = pd.to_numeric(column, errors="coerce")
     return values, values.isna() | (values < 1) | (values > MAX_TOKENS) | (values != values.round())
+
+
+def predicted_lengths(column: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """A column as predicted lengths in tokens (any real number), and the rows that are not numbers from 0 to
+    :data:`MAX_TOKENS`."""
+    values = pd.to_numeric(column, errors="coerce").astype(float)
+    return values, values.isna() | (values < 0) | (values > MAX_TOKENS)
 
 
 def _block_hashes(value) -> tuple[int, ...] | None:
@@ -223,18 +241,23 @@ def parse_trace(raw: pd.DataFrame, fmt: str | TraceFormat | None = None) -> pd.D
     if raw.empty:
         raise ValueError("trace has no requests" + (f" ({notes[0]})" if notes else ""))
     arrival, bad_time, time_rule = _arrivals(raw[fmt.arrival], fmt.time_unit)
-    problems = [f"column {fmt.arrival!r} needs {time_rule}: lines {_line_list(bad_time)}"] if bad_time.any() else []
-    prompt, bad_prompt = _tokens(raw[fmt.prompt])
-    output, bad_output = _tokens(raw[fmt.output])
+    problems = [f"column {fmt.arrival!r} needs {time_rule}: lines {line_list(bad_time)}"] if bad_time.any() else []
+    prompt, bad_prompt = token_counts(raw[fmt.prompt])
+    output, bad_output = token_counts(raw[fmt.output])
     for col, bad in ((fmt.prompt, bad_prompt), (fmt.output, bad_output)):
         if bad.any():
-            problems.append(f"column {col!r} needs whole numbers from 1 to {MAX_TOKENS:,}: lines {_line_list(bad)}")
+            problems.append(f"column {col!r} needs whole numbers from 1 to {MAX_TOKENS:,}: lines {line_list(bad)}")
     columns = {"arrival_s": arrival.astype(float), "prompt_tokens": prompt, "output_tokens": output}
     if fmt.hash_ids in raw.columns:
         columns["hash_ids"] = raw[fmt.hash_ids].map(_block_hashes)
         bad = columns["hash_ids"].isna()
         if bad.any():
-            problems.append(f"column {fmt.hash_ids!r} needs lists of integer block hashes: lines {_line_list(bad)}")
+            problems.append(f"column {fmt.hash_ids!r} needs lists of integer block hashes: lines {line_list(bad)}")
+    predicted = fmt.predicted or PREDICTED_COLUMN
+    if predicted in raw.columns:
+        columns["predicted_tokens"], bad = predicted_lengths(raw[predicted])
+        if bad.any():
+            problems.append(f"column {predicted!r} needs numbers from 0 to {MAX_TOKENS:,}: lines {line_list(bad)}")
     if problems:
         raise ValueError("malformed trace; " + "; ".join(problems))
     frame = pd.DataFrame(columns).astype({"prompt_tokens": np.int64, "output_tokens": np.int64})
@@ -284,8 +307,9 @@ def from_runs(runs: pd.DataFrame, qps: float, seed: int = 0) -> pd.DataFrame:
 
 
 def trace_hash(trace: pd.DataFrame) -> str:
-    """Content hash of a trace (arrivals rounded to microseconds, lengths, run ids and block hashes if any)."""
-    cols = TRACE_COLUMNS + [c for c in ("run_id", "hash_ids") if c in trace]
+    """Content hash of a trace (arrivals rounded to microseconds, lengths, and run ids, block hashes and
+    predicted lengths if any)."""
+    cols = TRACE_COLUMNS + [c for c in ("run_id", "hash_ids", "predicted_tokens") if c in trace]
     data = trace[cols].round({"arrival_s": 6}).to_csv(index=False)
     return hashlib.sha256(data.encode()).hexdigest()
 

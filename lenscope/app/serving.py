@@ -15,10 +15,12 @@ from lenscope.figures.serving import gantt_figure, instance_load_figure, latency
 from lenscope.jobs.serving import (
     BATCHING,
     DEFAULT_COST,
+    EMPIRICAL_BUCKETS,
     MODES,
     PREDICTOR_KINDS,
     SPLITWISE_PROFILE,
     TIME_UNITS,
+    ImportedPredictions,
     Outcome,
     PredictorSpec,
     SimConfig,
@@ -30,32 +32,41 @@ from lenscope.jobs.serving import (
     dataset_trace,
     filter_trace,
     fit_cost_option,
+    import_predictions,
     load_trace_file,
     poisson_retime,
+    predictions_format,
     run_simulation,
 )
 from lenscope.jobs.study import preferred_dataset
 
+PREDICTOR_LABELS = {"trace-column": "trace column", "empirical": "empirical (upload predictions file)"}
+NO_COLUMN = "(none)"
+Mapping = tuple[str, str, str, str, str | None]  # arrival, prompt, output columns, arrival unit, predicted column
+
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _read_trace(source: str | bytes, mapping: tuple[str, str, str, str] | None = None) -> pd.DataFrame | list[str]:
-    """The trace (read through ``mapping``, a TraceFormat's fields, when given), or the file's columns when
-    its format is not recognised."""
+def _read_trace(source: str | bytes, mapping: Mapping | None = None) -> pd.DataFrame | list[str]:
+    """The trace (read through ``mapping`` when given), or the file's columns when its format is not recognised."""
     try:
         return load_trace_file(Path(source) if isinstance(source, str) else source,
-                               TraceFormat(*mapping) if mapping else None)
+                               TraceFormat(*mapping[:4], predicted=mapping[4]) if mapping else None)
     except UnknownTraceFormat as exc:
         return exc.columns
 
 
-def _column_mapping(columns: list[str]) -> tuple[str, str, str, str]:
-    """Sidebar expander: the columns holding arrival, prompt and output tokens, and the arrival unit."""
+def _column_mapping(columns: list[str]) -> Mapping:
+    """Sidebar expander: the columns holding arrival, prompt and output tokens, the arrival unit, and an optional
+    column of predicted output lengths."""
     with st.sidebar.expander("Column mapping", expanded=True):
         st.caption("The file's format was not recognised: say which columns to read.")
         picks = [st.selectbox(label, columns, index=min(k, len(columns) - 1), key=f"sched_map_{k}")
                  for k, label in enumerate(["Arrival", "Prompt tokens", "Output tokens"])]
         unit = st.selectbox("Arrival unit", list(TIME_UNITS), key="sched_map_unit")
-    return (*picks, unit)
+        predicted = st.selectbox("Predicted tokens (optional)", [NO_COLUMN, *columns], key="sched_map_predicted",
+                                 help="An external predictor's output length per request, for the 'trace column' "
+                                      "predictor")
+    return (*picks, unit, None if predicted == NO_COLUMN else predicted)
 
 
 def _pick_source(store: Store, source: str) -> tuple[pd.DataFrame | None, str]:
@@ -124,17 +135,59 @@ def trace_picker(store: Store) -> pd.DataFrame | None:
         return None
     st.sidebar.caption(f"{len(trace):,} requests over {trace['arrival_s'].max():.0f} s · mean prompt "
                        f"{trace['prompt_tokens'].mean():.0f} · mean output {trace['output_tokens'].mean():.0f} "
-                       "tokens")
+                       "tokens" + (" · carries predicted lengths" if "predicted_tokens" in trace else ""))
     if st.sidebar.button("Save trace in the store", key="sched_save_trace"):
         st.sidebar.success(f"saved as trace {store.save_trace(name, source, trace)}")
     return trace
 
 
+def _imported_predictions(store: Store) -> tuple[ImportedPredictions, str] | None:
+    """Sidebar: an uploaded predictions file and how to read it, imported (evaluated once, kept in the store);
+    None after saying why there is none."""
+    upload = st.sidebar.file_uploader("Predictions file: true length and prediction per row (CSV or JSON lines, "
+                                      "columns such as true_tokens, predicted_tokens or predicted_class; 50 MB / "
+                                      "50k rows max)", type=["csv", "jsonl"], key="sched_pred_file")
+    classes = st.sidebar.checkbox("Predictions are class indices (ranks)", key="sched_pred_classes",
+                                  help="SJF needs only their order; a column named predicted_class or bucket is "
+                                       "read as classes anyway")
+    edges = st.sidebar.text_input("Bucket edges of the classes (optional, for MAE)", key="sched_pred_edges",
+                                  placeholder="0,64,128,256,512,1024",
+                                  help="K + 1 token edges for classes 0..K-1: class k stands for its bucket's midpoint")
+    if upload is None:
+        st.info("Upload an external predictor's (true length, prediction) file in the sidebar: the simulator then "
+                "draws predictions with its real errors.")
+        return None
+    try:
+        imported = import_predictions(store, upload.getvalue(), predictions_format("", classes, edges), upload.name)
+    except ValueError as exc:
+        st.error(str(exc))
+        return None
+    return imported, upload.name
+
+
+def show_prediction_evaluation(imported: ImportedPredictions, name: str) -> None:
+    """The predictions file's sample size, MAE and Kendall tau with their CIs, and its per-bucket confusion table."""
+    ev = imported.evaluation
+    with st.expander(f"Predictions file {name}: how accurate it is", expanded=True):
+        cols = st.columns(3)
+        cols[0].metric("Pairs (n)", f"{ev.n:,}")
+        cols[1].metric("MAE (tokens), 95% CI", "ranks only" if ev.mae is None else ev.mae_text())
+        cols[2].metric("Kendall tau, 95% CI", ev.tau_text())
+        st.caption(f"{ev.lines()[-1]}. Rows: true-length buckets; columns: predicted buckets or classes. The "
+                   f"simulator draws each request's prediction from the pairs in its true length's bucket "
+                   f"({EMPIRICAL_BUCKETS} quantile buckets of the file's true lengths), so policies see this "
+                   "predictor's real errors.")
+        st.dataframe(ev.confusion, width="stretch")
+
+
 def predictor_picker(store: Store, trace: pd.DataFrame) -> PredictorSpec | None:
-    """Sidebar: the predictor the policies see (trained ones only for traces of the app's runs)."""
+    """Sidebar: the predictor the policies see (trained ones only for traces of the app's runs, the trace column only
+    for traces that carry predictions)."""
     st.sidebar.header("Predictor")
-    kinds = [k for k in PREDICTOR_KINDS if k != "stored" or "run_id" in trace]
-    kind = st.sidebar.selectbox("Predictor", kinds, index=1, key="sched_predictor")
+    kinds = [k for k in PREDICTOR_KINDS if (k != "stored" or "run_id" in trace)
+             and (k != "trace-column" or "predicted_tokens" in trace)]
+    kind = st.sidebar.selectbox("Predictor", kinds, index=1, key="sched_predictor",
+                                format_func=lambda k: PREDICTOR_LABELS.get(k, k))
     if kind == "oracle-noise":
         return PredictorSpec(kind=kind, mae=st.sidebar.number_input("Noise MAE (tokens)", 0.0, 10_000.0, 50.0,
                                                                      key="sched_mae"))
@@ -148,6 +201,12 @@ def predictor_picker(store: Store, trace: pd.DataFrame) -> PredictorSpec | None:
         names = predictors.set_index("predictor_id")["name"]
         pid = st.sidebar.selectbox("Trained predictor", predictors["predictor_id"].tolist(), format_func=names.get)
         return PredictorSpec(kind=kind, predictor_id=int(pid))
+    if kind == "empirical":
+        imported = _imported_predictions(store)
+        if imported is None:
+            return None
+        show_prediction_evaluation(*imported)
+        return PredictorSpec(kind=kind, predictions=imported[0].key)
     return PredictorSpec(kind=kind)
 
 

@@ -1,4 +1,5 @@
-"""``lenscope simulate`` (replay a trace through a simulated cluster) and ``lenscope calibrate-cost``."""
+"""``lenscope simulate`` (replay a trace through a simulated cluster), ``lenscope evaluate-predictions`` (an
+external predictor's file) and ``lenscope calibrate-cost``."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def register(subparsers) -> None:
                      "arrival,prompt_tokens,output_tokens) or Mooncake JSON lines; others with --columns")
     src.add_argument("--dataset", help="use the app's runs of this dataset (needs --qps; censored runs left out)")
     p.add_argument("--columns", help="read --trace (CSV or JSON lines) through this column mapping: "
-                   "arrival=COL,prompt=COL,output=COL[,hash_ids=COL]")
+                   "arrival=COL,prompt=COL,output=COL[,hash_ids=COL][,predicted=COL]")
     p.add_argument("--time-unit", choices=list(TIME_UNITS),
                    help="unit of the mapped arrival column (default s; datetime = timestamps)")
     p.add_argument("--split", choices=["test", "all"], default="test",
@@ -42,12 +43,23 @@ def register(subparsers) -> None:
     p.add_argument("--noise-mae", type=float, default=50.0)
     p.add_argument("--constant", type=float, default=256.0)
     p.add_argument("--predictor-id", type=int, help="trained predictor id (with --predictor stored)")
+    p.add_argument("--predictions", type=Path, help="an external predictor's (true length, prediction) file (with "
+                   "--predictor empirical: predictions drawn from it conditionally on the true length)")
+    _add_predictions_args(p)
     p.add_argument("--short-quantile", type=float, default=0.5)
     p.add_argument("--cost-json", type=Path, help="cost model from `lenscope calibrate-cost --out`")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=output_file, help="write per-request latencies to this CSV")
     p.add_argument("--no-cache", action="store_true", help="recompute even if the store has the result")
     p.set_defaults(func=run)
+
+    e = subparsers.add_parser("evaluate-predictions", help="evaluate an external predictor's (true length, "
+                              "prediction) pairs: MAE and Kendall tau with 95%% bootstrap CIs, per-bucket confusion")
+    e.add_argument("path", type=Path, help="CSV or JSON lines with a true-length column (true_tokens, true_length, "
+                   "true or output_tokens) and a prediction column (predicted_tokens, predicted_length, predicted, "
+                   "prediction; or predicted_class, predicted_bucket, class, bucket for class indices)")
+    _add_predictions_args(e)
+    e.set_defaults(func=evaluate)
 
     c = subparsers.add_parser("calibrate-cost", help="fit the simulator's cost model to a latency profile")
     c.add_argument("--profile", type=Path, required=True, help="Splitwise-style perf model CSV")
@@ -56,6 +68,25 @@ def register(subparsers) -> None:
     c.add_argument("--tp", type=int, help="tensor parallel degree")
     c.add_argument("--out", type=output_file, help="write the fitted cost model as JSON")
     c.set_defaults(func=calibrate)
+
+
+def _add_predictions_args(parser: argparse.ArgumentParser) -> None:
+    """How to read a predictions file: its columns, whether predictions are class indices, the classes' edges."""
+    parser.add_argument("--prediction-columns", default="", metavar="true=COL,predicted=COL",
+                        help="columns of the predictions file, when their names are not the usual ones")
+    parser.add_argument("--classes", action="store_true", help="predictions are bucket/class indices 0..K-1: "
+                        "ranks (SJF needs only their order)")
+    parser.add_argument("--bucket-edges", default="", metavar="E0,E1,...,EK",
+                        help="token edges of the K classes (implies --classes): class k stands for the midpoint of "
+                             "[Ek, Ek+1), for MAE and the simulator")
+
+
+def _read_predictions(args: argparse.Namespace, path: Path, store):
+    from analysis.serving.external_predictions import predictions_format
+    from lenscope.jobs.external_predictions import import_predictions
+
+    fmt = predictions_format(args.prediction_columns, args.classes, args.bucket_edges)
+    return import_predictions(store, path, fmt, path.name)
 
 
 def _trace(args: argparse.Namespace, store):
@@ -85,14 +116,24 @@ def run(args: argparse.Namespace) -> int:
     from cache.store import Store
     from lenscope.jobs.serving import PredictorSpec, run_simulation
 
+    if (args.predictor == "empirical") != (args.predictions is not None):
+        raise ValueError("--predictor empirical and --predictions PATH go together")
+    if args.predictions is None and (args.prediction_columns or args.classes or args.bucket_edges):
+        raise ValueError("--prediction-columns, --classes and --bucket-edges read a --predictions file")
     store = Store()
     trace = _trace(args, store)
+    predictions = None
+    if args.predictions is not None:
+        imported = _read_predictions(args, args.predictions, store)
+        predictions = imported.key
+        print(f"predictions {args.predictions.name}: " + ", ".join(imported.evaluation.lines()[:3]))
     cost = CostModel.from_dict(json.loads(args.cost_json.read_text())) if args.cost_json else DEFAULT_COST
     config = SimConfig(mode=args.mode, n_prefill=args.n_prefill, n_decode=args.n_decode, batching=args.batching,
                        max_batch_size=args.max_batch_size, kv_capacity_tokens=args.kv_capacity,
                        dispatch=args.dispatch, queue=args.queue, aging_s=args.aging_s, seed=args.seed, cost=cost)
     spec = PredictorSpec(kind=args.predictor, mae=args.noise_mae if args.predictor == "oracle-noise" else 0.0,
-                         constant=args.constant, predictor_id=args.predictor_id, seed=args.seed)
+                         constant=args.constant, predictor_id=args.predictor_id, seed=args.seed,
+                         predictions=predictions)
     bars = PhaseBars()
     try:
         outcome = run_simulation(store, trace, spec, config, args.short_quantile, on_progress=bars,
@@ -109,6 +150,25 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         outcome.requests.to_csv(args.out, index=False)
         print(f"per-request latencies -> {args.out}")
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    from cache.store import Store
+
+    imported = _read_predictions(args, args.path, Store())
+    pairs, evaluation = imported.pairs, imported.evaluation
+    kind = ("token lengths" if not pairs.classes else "class indices, ranks only" if pairs.bucket_edges is None
+            else "class indices, bucket midpoints for MAE")
+    print(f"{args.path.name}: predictions as {kind}")
+    for line in evaluation.lines():
+        print(f"  {line}")
+    print("  confusion (rows: true-length bucket, columns: predicted):")
+    print("\n".join(f"    {row}" for row in evaluation.confusion.to_string().splitlines()))
+    options = "".join(f" --{flag} {value}" for flag, value in [("prediction-columns", args.prediction_columns),
+                                                                  ("bucket-edges", args.bucket_edges)] if value)
+    print(f"  simulate with it: python -m lenscope simulate --trace ... --predictor empirical --predictions "
+          f"{args.path}{' --classes' if args.classes else ''}{options}")
     return 0
 
 

@@ -12,8 +12,9 @@ from cache.store import NewRun, Store
 from models.engine import BatchedEngine, GenerationSettings
 from models.target import TargetModel
 
+# Finished runs are stored every FLUSH_RUNS runs or FLUSH_SECONDS seconds: a killed collection loses at most that.
 FLUSH_RUNS = 16
-FLUSH_SECONDS = 20.0
+FLUSH_SECONDS = 5.0
 
 
 @dataclass

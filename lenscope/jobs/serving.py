@@ -15,9 +15,10 @@ import pandas as pd
 from analysis.core.progress import Progress, no_progress
 from analysis.serving.cost_model import DEFAULT_COST, Calibration, fit_cost_model, profile_configs
 from analysis.serving.engine import BATCHING, MODES, SimConfig, simulate
+from analysis.serving.external_predictions import predictions_format
 from analysis.serving.metrics import instance_load, relative_change, request_latencies, summarize
 from analysis.serving.policies import DISPATCHERS, QUEUE_POLICIES
-from analysis.serving.predictors import PREDICTOR_KINDS, make_predictor
+from analysis.serving.predictors import EMPIRICAL_BUCKETS, PREDICTOR_KINDS, make_predictor
 from analysis.serving.traces import (
     TIME_UNITS,
     TraceFormat,
@@ -32,14 +33,16 @@ from analysis.serving.traces import (
 from cache.settings import REPO_ROOT
 from cache.store import Store
 from lenscope.jobs.datasets import dataset_runs
+from lenscope.jobs.external_predictions import ImportedPredictions, import_predictions, stored_pairs
 
 __all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
-    "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "MODES", "OUTLETS_PAPER", "Outcome", "PREDICTOR_KINDS",
-    "PredictorSpec", "PresetOutcome", "QUEUE_POLICY_NAMES", "SHARED_TRACES", "SHIPPED_TRACES", "SPLITWISE_PROFILE",
-    "SimConfig", "TIME_UNITS", "TraceFormat", "UnknownTraceFormat", "builtin_trace_files", "check_out_of_sample",
-    "compare_table", "cost_model_options", "dataset_trace", "filter_trace", "fit_cost_option", "from_runs",
-    "load_trace_file", "noise_sweep", "outlets_configs", "outlets_preset", "outlets_trace", "parse_maes",
-    "poisson_retime", "run_simulation", "saturating_qps", "short_p99_change"]
+    "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "EMPIRICAL_BUCKETS", "ImportedPredictions", "MODES",
+    "OUTLETS_PAPER", "Outcome", "PREDICTOR_KINDS", "PredictorSpec", "PresetOutcome", "QUEUE_POLICY_NAMES",
+    "SHARED_TRACES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS", "TraceFormat",
+    "UnknownTraceFormat", "builtin_trace_files", "check_out_of_sample", "compare_table", "cost_model_options",
+    "dataset_trace", "filter_trace", "fit_cost_option", "from_runs", "import_predictions", "load_trace_file",
+    "noise_sweep", "outlets_configs", "outlets_preset", "outlets_trace", "parse_maes", "poisson_retime",
+    "predictions_format", "run_simulation", "saturating_qps", "short_p99_change"]
 
 DISPATCH_POLICIES = tuple(DISPATCHERS)
 QUEUE_POLICY_NAMES = tuple(QUEUE_POLICIES)
@@ -61,7 +64,8 @@ OUTLETS_POLICIES = [("rr", "fcfs"), ("rr", "sjf"), ("lb", "sjf")]
 
 @dataclass(frozen=True)
 class PredictorSpec:
-    """Which predictor feeds the policies."""
+    """Which predictor feeds the policies (``predictions``: the digest of an imported predictions file, for the
+    empirical predictor)."""
 
     kind: str = "oracle"
     mae: float = 0.0
@@ -69,11 +73,13 @@ class PredictorSpec:
     predictor_id: int | None = None
     seed: int = 0
     update_every: int = 32
+    predictions: str | None = None
 
     def label(self) -> str:
         return {"oracle": "oracle", "oracle-noise": f"oracle+noise (MAE {self.mae:g})",
-                "constant": f"constant {self.constant:g}",
-                "stored": f"stored predictor #{self.predictor_id}"}.get(self.kind, self.kind)
+                "constant": f"constant {self.constant:g}", "stored": f"stored predictor #{self.predictor_id}",
+                "trace-column": "trace column predicted_tokens",
+                "empirical": f"empirical (file {(self.predictions or '')[:8]})"}.get(self.kind, self.kind)
 
 
 @dataclass
@@ -87,8 +93,9 @@ class Outcome:
 
 
 def build_predictor(store: Store, spec: PredictorSpec, trace: pd.DataFrame):
-    """The predictor of ``spec`` for ``trace`` (stored predictors need the trace's run ids)."""
-    predictions = run_ids = None
+    """The predictor of ``spec`` for ``trace`` (stored predictors need the trace's run ids, the trace-column one
+    its predicted_tokens column, the empirical one an imported predictions file)."""
+    predictions = run_ids = pairs = None
     if spec.kind == "stored":
         if spec.predictor_id is None:
             raise ValueError("choose a trained predictor (predictor_id)")
@@ -99,8 +106,12 @@ def build_predictor(store: Store, spec: PredictorSpec, trace: pd.DataFrame):
                              "`python -m lenscope claims` list the stored ones")
         predictions, run_ids = store.predictions_frame(spec.predictor_id), trace["run_id"].to_numpy(np.int64)
         check_out_of_sample(predictions, run_ids)
+    if spec.kind == "empirical":
+        pairs = stored_pairs(store, spec.predictions)
+    predicted = trace["predicted_tokens"].to_numpy(float) if "predicted_tokens" in trace else None
     return make_predictor(spec.kind, trace["output_tokens"].to_numpy(), mae=spec.mae, constant=spec.constant,
-                          seed=spec.seed, update_every=spec.update_every, run_ids=run_ids, predictions=predictions)
+                          seed=spec.seed, update_every=spec.update_every, run_ids=run_ids, predictions=predictions,
+                          predicted=predicted, pairs=pairs)
 
 
 def check_out_of_sample(predictions: pd.DataFrame, run_ids: np.ndarray) -> None:

@@ -5,8 +5,8 @@ import pytest
 from lenscope.cli import build_parser, main
 
 EXPECTED = {"collect", "train-egtp", "train-plp", "attribution", "train-drafter", "train-probe",
-            "train-baselines", "simulate", "calibrate-cost", "benchmark", "claims", "export-generations",
-            "import-generations", "doctor", "study", "report"}
+            "train-baselines", "simulate", "evaluate-predictions", "calibrate-cost", "benchmark", "claims",
+            "export-generations", "import-generations", "doctor", "study", "report"}
 
 
 def test_every_command_is_registered():

@@ -126,7 +126,7 @@ def test_a_collection_killed_mid_batch_resumes_without_lost_duplicated_or_damage
     from cache.store import Store
     from lenscope.jobs.store_check import check_store
 
-    argv = [sys.executable, "-m", "lenscope", "collect", "--n", "8", "--max-new-tokens", "64", "--batch-size", "1",
+    argv = [sys.executable, "-m", "lenscope", "collect", "--n", "4", "--max-new-tokens", "48", "--batch-size", "1",
             "--dataset", "killed", "--sources", "sharegpt=1", "--max-prompt-chars", "300"]
     env = {**os.environ, "LENSCOPE_DATA_DIR": str(data_dir)}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -139,11 +139,11 @@ def test_a_collection_killed_mid_batch_resumes_without_lost_duplicated_or_damage
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     kept = len(Store().runs_frame(dataset="killed"))
-    assert 0 < kept < 8
+    assert 0 < kept < 4
     assert subprocess.run(argv, env=env, capture_output=True, timeout=900).returncode == 0
     store = Store()
     runs = store.runs_frame(dataset="killed")
-    assert len(runs) == 8 and len(store.runs_frame()) == 8  # nothing lost, nothing stored twice
+    assert len(runs) == 4 and len(store.runs_frame()) == 4  # nothing lost, nothing stored twice
     check = check_store(store, grace_s=0)
     assert not check.integrity and not check.damaged_runs and not check.temp_files
     for run_id in runs["run_id"]:

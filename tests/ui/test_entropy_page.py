@@ -92,7 +92,7 @@ def test_eight_browser_sessions_generate_and_replay_at_once_without_mixing(strea
 
     prompts = [f"Session {k}: name one {thing}." for k, thing in
                enumerate(["planet", "fruit", "colour", "tree", "river", "metal", "bird", "city"])]
-    sessions = drive_sessions(browser, streamlit_server, prompts, max_new_tokens=12)
+    sessions = drive_sessions(browser, streamlit_server, prompts, max_new_tokens=12, first_n=500)
     assert [s.errors for s in sessions] == [[]] * 8
     assert all(s.run_id is not None and set(s.seconds) == {"generate", "replay"} for s in sessions)
     store = Store(url=f"sqlite:///{server_data_dir / 'lenscope.db'}", tensor_dir=server_data_dir / "tensors")

@@ -146,3 +146,21 @@ def test_sessions_storing_the_same_result_at_once_end_with_one_row(data_dir):
     with ThreadPoolExecutor(8) as pool:  # eight browser sessions running the same simulation
         ids = list(pool.map(put, range(32)))
     assert len(set(ids)) == 1 and len(Store().results_frame("simulation")) == 1
+
+
+def test_clients_opening_a_new_store_at_the_same_moment_all_succeed(data_dir):
+    """Every client creates the schema of a new store; those that lose the race to create a table retry."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    barrier = threading.Barrier(6)
+
+    def open_store(_: int) -> list[str]:
+        barrier.wait()
+        return Store().migrations
+
+    with ThreadPoolExecutor(6) as pool:
+        changes = list(pool.map(open_store, range(6)))
+    assert all(isinstance(c, list) for c in changes)
+    assert Store().put_result("k", "n", {"a": 1}, {"b": 2}) > 0
+

@@ -1,0 +1,62 @@
+"""Prediction files of external predictors: read, checked and evaluated once, then kept in the store.
+
+:func:`import_predictions` stores a file's pairs and evaluation (``put_result("external_predictions", ...)``)
+under a digest of its bytes and of how it was read. That digest names the file in
+:class:`lenscope.jobs.serving.PredictorSpec`: the empirical predictor is rebuilt from the store
+(:func:`stored_pairs`), and simulations with it are cached per file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from analysis.serving.external_predictions import (
+    PredictionEvaluation,
+    PredictionPairs,
+    PredictionsFormat,
+    evaluate_predictions,
+    load_predictions_file,
+)
+from analysis.serving.traces import read_bytes
+from cache.store import Store
+
+RESULT_KIND = "external_predictions"
+
+
+@dataclass(frozen=True)
+class ImportedPredictions:
+    """A predictions file in the store: its digest (``PredictorSpec.predictions``), pairs and evaluation, and
+    whether the store already held it."""
+
+    key: str
+    pairs: PredictionPairs
+    evaluation: PredictionEvaluation
+    cached: bool
+
+
+def import_predictions(store: Store, source: Path | bytes, fmt: PredictionsFormat = PredictionsFormat(),
+                       name: str = "predictions") -> ImportedPredictions:
+    """Read, check and evaluate a predictions file (path or bytes), or fetch it from the store when the same bytes
+    were read the same way before."""
+    data = read_bytes(source, what="predictions")
+    key = hashlib.sha256(data + json.dumps(asdict(fmt), sort_keys=True).encode()).hexdigest()
+    payload = store.get_result(RESULT_KIND, {"key": key})
+    cached = payload is not None
+    if payload is None:
+        pairs = load_predictions_file(data, fmt)
+        payload = {"pairs": pairs.to_dict(), "evaluation": evaluate_predictions(pairs).to_dict()}
+        store.put_result(RESULT_KIND, name, {"key": key}, payload)
+    return ImportedPredictions(key, PredictionPairs.from_dict(payload["pairs"]),
+                               PredictionEvaluation.from_dict(payload["evaluation"]), cached)
+
+
+def stored_pairs(store: Store, key: str | None) -> PredictionPairs:
+    """The pairs of an imported predictions file, by its digest."""
+    payload = None if key is None else store.get_result(RESULT_KIND, {"key": key})
+    if payload is None:
+        raise ValueError("no imported predictions file " + (f"{key[:12]}" if key else "chosen") + "; import one "
+                         "with `--predictions PATH` or the playground's upload")
+    return PredictionPairs.from_dict(payload["pairs"])
