@@ -93,10 +93,10 @@ def save_converted(model, tokenizer, gguf: Path) -> Path | None:
         try:
             tmp.rename(folder)
         except OSError:  # another process converted the same file meanwhile: keep its copy
-            if not find_converted(gguf):
+            if find_converted(gguf) is None:
                 raise
         return folder
-    except OSError as exc:
+    except Exception as exc:  # noqa: BLE001 - a cache write (disk full: safetensors raises its own error type)
         log.warning("could not keep a converted copy of %s in %s (%s); the next load parses the GGUF again",
                     gguf, folder.parent, exc)
         return None
