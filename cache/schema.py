@@ -155,6 +155,7 @@ class TraceRequest(Base):
     prompt_tokens: Mapped[int] = mapped_column(Integer)
     output_tokens: Mapped[int] = mapped_column(Integer)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), nullable=True)
+    hash_ids: Mapped[list | None] = mapped_column(JSON, nullable=True)  # prompt block hashes (prefix caching)
 
 
 class Result(Base):

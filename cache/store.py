@@ -392,8 +392,8 @@ class Store:
 
     # traces -------------------------------------------------------------------------------------
     def save_trace(self, name: str, source: str, frame: pd.DataFrame) -> int:
-        """Store a trace (columns arrival_s, prompt_tokens, output_tokens, optional run_id) by content."""
-        cols = ["arrival_s", "prompt_tokens", "output_tokens"]
+        """Store a trace (columns arrival_s, prompt_tokens, output_tokens, optional run_id and hash_ids) by content."""
+        cols = ["arrival_s", "prompt_tokens", "output_tokens"] + (["hash_ids"] if "hash_ids" in frame else [])
         digest = text_hash(frame[cols].to_csv(index=False))
         with self.session() as s:
             row = s.scalar(select(Trace).where(Trace.content_hash == digest))
@@ -403,10 +403,12 @@ class Store:
             s.add(row)
             s.flush()
             run_ids = frame["run_id"] if "run_id" in frame else [None] * len(frame)
+            hashes = frame["hash_ids"] if "hash_ids" in frame else [None] * len(frame)
             s.add_all(TraceRequest(trace_id=row.id, idx=i, arrival_s=float(a), prompt_tokens=int(p),
-                                   output_tokens=int(o), run_id=None if pd.isna(r) else int(r))
-                      for i, (a, p, o, r) in enumerate(zip(frame["arrival_s"], frame["prompt_tokens"],
-                                                           frame["output_tokens"], run_ids)))
+                                   output_tokens=int(o), run_id=None if pd.isna(r) else int(r),
+                                   hash_ids=None if h is None else [int(x) for x in h])
+                      for i, (a, p, o, r, h) in enumerate(zip(frame["arrival_s"], frame["prompt_tokens"],
+                                                              frame["output_tokens"], run_ids, hashes)))
             return row.id
 
     def traces_frame(self) -> pd.DataFrame:
@@ -416,12 +418,16 @@ class Store:
         return pd.DataFrame(rows, columns=["trace_id", "name", "source", "n_requests", "created"])
 
     def load_trace(self, trace_id: int) -> pd.DataFrame:
-        """Requests of a trace in order."""
+        """Requests of a trace in order (with a hash_ids column of tuples when the trace has block hashes)."""
         with self.session() as s:
             rows = s.execute(select(TraceRequest.arrival_s, TraceRequest.prompt_tokens,
-                                    TraceRequest.output_tokens, TraceRequest.run_id)
+                                    TraceRequest.output_tokens, TraceRequest.run_id, TraceRequest.hash_ids)
                              .where(TraceRequest.trace_id == trace_id).order_by(TraceRequest.idx)).all()
-        return pd.DataFrame(rows, columns=["arrival_s", "prompt_tokens", "output_tokens", "run_id"])
+        frame = pd.DataFrame(rows, columns=["arrival_s", "prompt_tokens", "output_tokens", "run_id", "hash_ids"])
+        if frame["hash_ids"].isna().any():
+            return frame.drop(columns="hash_ids")
+        frame["hash_ids"] = frame["hash_ids"].map(tuple)
+        return frame
 
     # results ------------------------------------------------------------------------------------
     def put_result(self, kind: str, name: str, config: dict, payload: dict) -> int:

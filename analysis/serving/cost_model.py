@@ -73,6 +73,15 @@ class CostModel:
     def kv_transfer_s(self, tokens: int) -> float:
         return self.kv_transfer_base_s + self.kv_transfer_per_token_s * tokens
 
+    def mixed_step_s(self, prefill_tokens: int, prefill_seqs: int, decode_seqs: int, decode_context: float) -> float:
+        """One iteration running prefill chunks and decode steps together (chunked prefill): the larger fixed cost
+        once, plus each part's per-token, per-sequence and context terms."""
+        prefill = self.prefill.step_s(prefill_tokens, prefill_seqs, 0) if prefill_seqs else 0.0
+        decode = self.decode.step_s(decode_seqs, decode_seqs, decode_context) if decode_seqs else 0.0
+        if prefill_seqs and decode_seqs:
+            return prefill + decode - min(self.prefill.a, self.decode.a)
+        return prefill + decode
+
     def to_dict(self) -> dict:
         return asdict(self)
 

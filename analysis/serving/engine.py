@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.core.progress import Progress, no_progress
+from analysis.serving.chunked_prefill import ChunkedPrefillInstance
 from analysis.serving.cost_model import DEFAULT_COST, CostModel
 from analysis.serving.instances import (
     ContinuousInstance,
@@ -26,20 +27,34 @@ from analysis.serving.instances import (
     StaticInstance,
     blocks_for,
 )
-from analysis.serving.policies import RequestView, make_dispatcher, make_queue_policy
+from analysis.serving.policies import PREFILL_QUEUE_POLICIES, RequestView, make_dispatcher, make_queue_policy
 from analysis.serving.predictors import Predictor
+from analysis.serving.preemption import check_preemption_options, preemption_label
+from analysis.serving.prefix_cache import PrefixCache
 from analysis.serving.traces import MAX_ARRIVAL_S, MAX_TOKENS
 
 MODES = ("disaggregated", "colocated")
 BATCHING = ("continuous", "static")
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+# Options added after results were first stored, with the defaults that keep the earlier behaviour.
+LATER_OPTIONS = {"prefill_queue": "fcfs", "preemptive": False, "preempt_limit": None, "max_preemptions": None,
+                 "chunk_tokens": None, "prefix_cache_tokens": None, "hash_block_tokens": 512}
 
 
 @dataclass(frozen=True)
 class SimConfig:
     """Cluster shape, engine limits, policies and cost model of one simulation.
 
-    Defaults are the OUTLETS setup: 1 prefill + 3 decode instances, continuous batching.
+    Defaults are the OUTLETS setup: 1 prefill + 3 decode instances, continuous batching. ``prefill_queue`` orders
+    the prefill instances' queue (disaggregated). ``preemptive`` lets the decode queue policy preempt running
+    requests for waiting ones with a smaller key (preemptive SRPT with ``queue="srpt"``; continuous batching),
+    limited TRAIL-style (see :mod:`analysis.serving.preemption`) by ``preempt_limit`` (a request is preemptible only
+    while it has generated fewer than ``preempt_limit`` times its initial predicted length) and
+    ``max_preemptions`` (per request, all preemptions counted). ``chunk_tokens`` turns on chunked prefill with that
+    token budget per iteration (colocated, continuous; :mod:`analysis.serving.chunked_prefill`).
+    ``prefix_cache_tokens`` gives every prefilling instance an LRU prefix cache of that many tokens, in blocks of
+    ``hash_block_tokens`` (the trace's ``hash_ids``; :mod:`analysis.serving.prefix_cache`); ``dispatch="prefix"``
+    then routes requests to the instance caching most of their prompt.
     """
 
     mode: str = "disaggregated"
@@ -55,6 +70,13 @@ class SimConfig:
     aging_s: float | None = None
     seed: int = 0
     cost: CostModel = field(default=DEFAULT_COST)
+    prefill_queue: str = "fcfs"
+    preemptive: bool = False
+    preempt_limit: float | None = None
+    max_preemptions: int | None = None
+    chunk_tokens: int | None = None
+    prefix_cache_tokens: int | None = None
+    hash_block_tokens: int = 512
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -67,9 +89,27 @@ class SimConfig:
             raise ValueError("batch size, block size and KV capacity must be positive")
         make_dispatcher(self.dispatch)
         make_queue_policy(self.queue)
+        if self.prefill_queue not in PREFILL_QUEUE_POLICIES:
+            raise ValueError(f"prefill queue must be one of {PREFILL_QUEUE_POLICIES}, not {self.prefill_queue!r}")
+        if self.prefill_queue != "fcfs" and self.mode != "disaggregated":
+            raise ValueError("a prefill queue policy needs prefill instances (disaggregated mode)")
+        check_preemption_options(self)
+        if self.chunk_tokens is not None and (self.mode != "colocated" or self.batching != "continuous"
+                                              or self.chunk_tokens < self.max_batch_size):
+            raise ValueError("chunked prefill needs colocated continuous batching and a token budget of at least "
+                             f"the batch-size cap ({self.max_batch_size})")
+        if self.prefix_cache_tokens is not None and (self.batching != "continuous" or self.hash_block_tokens < 1
+                                                     or self.prefix_cache_tokens < self.hash_block_tokens):
+            raise ValueError("prefix caching needs continuous batching and room for at least one block of "
+                             f"{self.hash_block_tokens} tokens")
+        if self.dispatch == "prefix" and self.prefix_cache_tokens is None:
+            raise ValueError("cache-aware dispatch (prefix) needs prefix caching (prefix_cache_tokens)")
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "cost": self.cost.to_dict()}
+        """All fields; options added later (:data:`LATER_OPTIONS`) only when set, so that results stored before they
+        existed keep their keys."""
+        data = {**asdict(self), "cost": self.cost.to_dict()}
+        return {k: v for k, v in data.items() if k not in LATER_OPTIONS or v != LATER_OPTIONS[k]}
 
     @classmethod
     def from_dict(cls, data: dict) -> SimConfig:
@@ -78,7 +118,11 @@ class SimConfig:
     def label(self) -> str:
         shape = f"{self.n_prefill}P+{self.n_decode}D" if self.mode == "disaggregated" else f"{self.n_decode}x colo"
         guard = f" aging {self.aging_s:g}s" if self.aging_s else ""
-        return f"{self.dispatch.upper()}+{self.queue.upper()} {shape} {self.batching}{guard}"
+        prefill = f" prefill {self.prefill_queue.upper()}" if self.prefill_queue != "fcfs" else ""
+        chunked = f" chunked {self.chunk_tokens}" if self.chunk_tokens else ""
+        cache = f" prefix cache {self.prefix_cache_tokens}" if self.prefix_cache_tokens else ""
+        return (f"{self.dispatch.upper()}+{self.queue.upper()} {shape} {self.batching}{chunked}{cache}{guard}"
+                f"{prefill}{preemption_label(self)}")
 
     def with_(self, **changes) -> SimConfig:
         return replace(self, **changes)
@@ -123,6 +167,7 @@ class Simulator:
         validate_trace(trace)
         self.config, self.predictor = config, predictor
         self.queue_policy = make_queue_policy(config.queue)
+        self.prefill_policy = make_queue_policy(config.prefill_queue)
         self.dispatcher = make_dispatcher(config.dispatch, config.seed)
         n = len(trace)
         self.n = n
@@ -138,6 +183,8 @@ class Simulator:
         self.decode_of = np.full(n, -1, dtype=np.int64)
         self.admitted_s = np.full(n, np.nan)
         self.preemptions = np.zeros(n, dtype=np.int64)
+        self.cached = np.zeros(n, dtype=np.int64)  # prompt tokens a request's (last) prefill found in a prefix cache
+        self.hash_ids = self._block_hashes(trace)
         self.finished_count = 0
         self._events: list[tuple] = [(float(t), k, 0, k, 0) for k, t in enumerate(self.arrival)]
         heapq.heapify(self._events)
@@ -145,6 +192,8 @@ class Simulator:
         self._segments: list[tuple] | None = [] if record_segments else None
         self._padding: list[tuple[int, int, int]] = []
         decode_cls = ContinuousInstance if config.batching == "continuous" else StaticInstance
+        if config.chunk_tokens:
+            decode_cls = ChunkedPrefillInstance
         self.prefill: list[PrefillInstance] = []
         if config.mode == "disaggregated":
             self.prefill = [PrefillInstance(self, k, k) for k in range(config.n_prefill)]
@@ -152,6 +201,16 @@ class Simulator:
                                              for k in range(config.n_decode)]
         self.instances: list[Instance] = [*self.prefill, *self.decode]
         self._next_prefill = 0
+        if config.prefix_cache_tokens:
+            for inst in self.prefill or self.decode:
+                inst.prefix_cache = PrefixCache(config.prefix_cache_tokens // config.hash_block_tokens)
+
+    def _block_hashes(self, trace: pd.DataFrame) -> list | None:
+        if not self.config.prefix_cache_tokens:
+            return None
+        if "hash_ids" not in trace or trace["hash_ids"].isna().any():
+            raise ValueError("prefix caching needs a trace with block hashes (hash_ids, as in Mooncake traces)")
+        return [tuple(h) for h in trace["hash_ids"]]
 
     def _check_fits(self) -> None:
         cfg = self.config
@@ -191,16 +250,23 @@ class Simulator:
         return self._result(time.perf_counter() - start)
 
     def _arrive(self, i: int, now: float) -> None:
+        self.pred_total[i] = self.predictor.static(i)
         if self.prefill:
             inst = self.prefill[self._next_prefill % len(self.prefill)]
             self._next_prefill += 1
+            if self.config.dispatch == "prefix":  # the most cached blocks; ties: round robin
+                inst = max(self.prefill, key=lambda p: (p.prefix_cache.matched(self.hash_ids[i]),
+                                                        p is inst, -p.index))
             inst.enqueue(i, now)
         else:
             self.decode[self._dispatch(i)].enqueue(i, now)
 
     def _dispatch(self, i: int) -> int:
-        self.pred_total[i] = self.predictor.static(i)
-        choice = self.dispatcher.choose(self.request_view(i), [d.view() for d in self.decode])
+        views = [d.view() for d in self.decode]
+        if self.config.dispatch == "prefix" and not self.prefill:
+            views = [replace(v, cached_tokens=d.prefix_cache.matched(self.hash_ids[i]))
+                     for v, d in zip(views, self.decode)]
+        choice = self.dispatcher.choose(self.request_view(i), views)
         if not 0 <= choice < len(self.decode):
             raise RuntimeError(f"dispatcher chose instance {choice} of {len(self.decode)}")
         self.decode_of[i] = choice
@@ -248,7 +314,7 @@ class Simulator:
             "rid": np.arange(self.n), "arrival_s": self.arrival, "prompt_tokens": self.prompt,
             "output_tokens": self.out, "predicted_tokens": self.pred_total,
             "first_token_s": self.first_token, "finish_s": self.finish, "admitted_s": self.admitted_s,
-            "decode_instance": self.decode_of, "preemptions": self.preemptions,
+            "decode_instance": self.decode_of, "preemptions": self.preemptions, "cached_tokens": self.cached,
         })
         segments = pd.DataFrame(self._segments or [], columns=["instance", "role", "kind", "start_s", "end_s",
                                                                 "batch_size", "kv_tokens"])

@@ -15,6 +15,8 @@ from typing import Protocol
 import numpy as np
 
 from analysis.serving.policies import InstanceView, QueuePolicy, RequestView, WaitQueue
+from analysis.serving.preemption import preemptible
+from analysis.serving.prefix_cache import PrefixCache, cached_tokens
 
 
 class Simulation(Protocol):
@@ -29,7 +31,10 @@ class Simulation(Protocol):
     kv_ready: np.ndarray
     preemptions: np.ndarray
     arrival: np.ndarray
+    hash_ids: list | None
+    cached: np.ndarray
     queue_policy: QueuePolicy
+    prefill_policy: QueuePolicy
 
     def push_instance_event(self, t: float, instance: Instance) -> None: ...
     def record_segment(self, instance: Instance, kind: str, now: float, size: int, kv_tokens: int) -> None: ...
@@ -45,9 +50,11 @@ def blocks_for(tokens, block_size: int):
 
 
 class Instance:
-    """Base: one GPU engine that runs one iteration (or segment) at a time."""
+    """Base: one GPU engine that runs one iteration (or segment) at a time; the engine gives instances that prefill
+    new requests a prefix cache when prefix caching is on."""
 
     role = "instance"
+    prefix_cache: PrefixCache | None = None
 
     def __init__(self, sim: Simulation, index: int, uid: int) -> None:
         self.sim, self.index, self.uid = sim, index, uid
@@ -59,6 +66,20 @@ class Instance:
         self.version += 1
         self.seg_start, self.busy_until = start, end
         self.sim.push_instance_event(end, self)
+
+    def prefix_hit(self, i: int) -> int:
+        """Prompt tokens of request ``i`` this instance's prefix cache holds (recorded as the request's cached
+        tokens); call only with a cache."""
+        sim = self.sim
+        blocks = self.prefix_cache.use(sim.hash_ids[i])
+        sim.cached[i] = cached_tokens(blocks, sim.config.hash_block_tokens, int(sim.prompt[i]))
+        return int(sim.cached[i])
+
+    def cache_prompts(self, idx) -> None:
+        """Put the prompt blocks of prefilled requests ``idx`` in the prefix cache (if any)."""
+        if self.prefix_cache is not None:
+            for i in idx:
+                self.prefix_cache.insert(self.sim.hash_ids[i])
 
     def on_event(self, now: float) -> None:
         self.busy_until = None
@@ -73,31 +94,38 @@ class Instance:
 
 
 class PrefillInstance(Instance):
-    """Disaggregated prefill: FCFS batches up to a token budget; hands requests to decode."""
+    """Disaggregated prefill: batches up to a token budget in the prefill queue policy's order (FCFS by default; the
+    aging guard applies here too); hands requests to decode."""
 
     role = "prefill"
 
     def __init__(self, sim: Simulation, index: int, uid: int) -> None:
         super().__init__(sim, index, uid)
-        self.queue: deque[int] = deque()
+        self.ordered = sim.config.prefill_queue != "fcfs"
+        self.queue: deque[int] | WaitQueue = WaitQueue(sim.prefill_policy, sim.config.aging_s) if self.ordered \
+            else deque()
         self.batch: list[int] = []
         self.batch_tokens = 0
 
     def enqueue(self, i: int, now: float) -> None:
-        self.queue.append(i)
+        if self.ordered:
+            self.queue.push(self.sim.request_view(i))
+        else:
+            self.queue.append(i)
         if self.busy_until is None:
             self.plan(now)
 
     def plan(self, now: float) -> None:
         if self.busy_until is not None or not self.queue:
             return
-        cfg, prompt = self.sim.config, self.sim.prompt
+        cfg, prompt, queue = self.sim.config, self.sim.prompt, self.queue
         batch, tokens = [], 0
-        while self.queue and len(batch) < cfg.max_batch_size:
-            p = int(prompt[self.queue[0]])
+        while queue and len(batch) < cfg.max_batch_size:
+            i = queue.peek(now) if self.ordered else queue[0]
+            p = int(prompt[i]) - (self.prefix_hit(i) if self.prefix_cache else 0)
             if batch and tokens + p > cfg.max_prefill_tokens:
                 break
-            batch.append(self.queue.popleft())
+            batch.append(queue.pop(now) if self.ordered else queue.popleft())
             tokens += p
         self.batch, self.batch_tokens = batch, tokens
         self._schedule(now, now + cfg.cost.prefill.step_s(tokens, len(batch), 0))
@@ -105,6 +133,7 @@ class PrefillInstance(Instance):
     def finish_iteration(self, now: float) -> None:
         self.sim.record_segment(self, "prefill", now, len(self.batch), 0)
         batch = np.asarray(self.batch, dtype=np.int64)
+        self.cache_prompts(batch)
         self.sim.emit_tokens(batch, now, 1)
         for i in batch[self.sim.gen[batch] < self.sim.out[batch]].tolist():
             self.sim.handoff(i, now)
@@ -155,10 +184,10 @@ class DecodeInstance(Instance):
         if self.busy_until is None:
             self.plan(now)
         else:
-            self.on_arrival_while_busy(now)
+            self.on_arrival_while_busy(i, now)
 
-    def on_arrival_while_busy(self, now: float) -> None:
-        """Hook: a request arrived during an iteration."""
+    def on_arrival_while_busy(self, i: int, now: float) -> None:
+        """Hook: request ``i`` arrived during an iteration."""
 
 
 class ContinuousInstance(DecodeInstance):
@@ -168,7 +197,8 @@ class ContinuousInstance(DecodeInstance):
     the free KV blocks (minus a 1 % watermark) allow, prefill those whose KV is not resident (new
     requests in colocated mode, preempted ones), otherwise decode one token for every running
     request. When the next token does not fit in the cache, the running request with the worst
-    policy key is preempted (its KV is dropped and recomputed on re-admission).
+    policy key is preempted (its KV is dropped and recomputed on re-admission). With ``preemptive``
+    the policy also preempts for waiting requests (:mod:`analysis.serving.preemption`).
     """
 
     def __init__(self, sim: Simulation, index: int, uid: int) -> None:
@@ -178,6 +208,7 @@ class ContinuousInstance(DecodeInstance):
         self.watermark = max(1, self.cap_blocks // 100)
         self.running = np.empty(0, dtype=np.int64)
         self.used_blocks = 0
+        self.held_blocks = 0  # blocks of admitted requests outside ``running`` between iterations (chunked prefills)
         self.kind = "idle"
         self.seg_k = 0
         self.seg_ctx = 0.0
@@ -190,9 +221,12 @@ class ContinuousInstance(DecodeInstance):
         self.running = idx
         self._running_pred = None
 
-    def on_arrival_while_busy(self, now: float) -> None:
-        """End a decode segment at the first iteration boundary so the newcomer can join."""
-        if self.kind != "decode" or len(self.running) >= self.sim.config.max_batch_size:
+    def on_arrival_while_busy(self, i: int, now: float) -> None:
+        """End a decode segment at the first iteration boundary so the newcomer can join (or preempt)."""
+        if self.kind != "decode":
+            return
+        if len(self.running) >= self.sim.config.max_batch_size and not (
+                self.sim.config.preemptive and self._victims(self._key(i), 1, 0)):
             return
         decode, size = self.sim.config.cost.decode, len(self.running)
         done = decode.decode_steps_done(size, self.seg_ctx, now - self.seg_start)
@@ -203,6 +237,8 @@ class ContinuousInstance(DecodeInstance):
     def plan(self, now: float) -> None:
         if self.busy_until is not None:
             return
+        if self.sim.config.preemptive and len(self.waiting) and len(self.running):
+            self._preempt_for(self.waiting.peek(now))
         tokens = self._admit(now)
         if len(self.prefill_batch):
             self.kind = "prefill"
@@ -223,7 +259,9 @@ class ContinuousInstance(DecodeInstance):
             i = self.waiting.peek(now)
             resident = bool(sim.kv_ready[i])
             context = int(sim.prompt[i] + sim.gen[i])
-            blocks = blocks_for(context + (0 if resident else 1), cfg.block_size)
+            if self.prefix_cache and not resident:
+                context -= self.prefix_hit(i)
+            blocks = self._blocks_to_admit(i)
             if self.used_blocks + blocks > self.cap_blocks - self.watermark:
                 break
             if not resident and batch and tokens + context > cfg.max_prefill_tokens:
@@ -239,21 +277,64 @@ class ContinuousInstance(DecodeInstance):
         self.prefill_batch = np.asarray(batch, dtype=np.int64)
         return tokens
 
+    def _blocks_to_admit(self, i: int) -> int:
+        """KV blocks request ``i`` takes on admission (one more token when it must be prefilled first)."""
+        sim = self.sim
+        return int(blocks_for(int(sim.prompt[i] + sim.gen[i]) + (0 if sim.kv_ready[i] else 1), sim.config.block_size))
+
+    def _key(self, i: int) -> float:
+        return self.sim.queue_policy.key(self.sim.request_view(i))
+
+    def _victims(self, head_key: float, slots: int, blocks: int) -> list[int]:
+        """Running requests the guard lets the policy preempt, with keys above ``head_key``, worst first, just enough
+        to free ``slots`` batch slots and ``blocks`` KV blocks (empty when even all of them are not enough)."""
+        sim = self.sim
+        allowed = preemptible(self.running, sim.gen, sim.pred_total, sim.preemptions, sim.config).tolist()
+        ranked = sorted(((self._key(r), sim.arrival[r], r) for r in allowed), reverse=True)
+        chosen, freed = [], 0
+        for key, _, r in ranked:
+            if key <= head_key or (len(chosen) >= slots and freed >= blocks):
+                break
+            chosen.append(r)
+            freed += int(blocks_for(int(sim.prompt[r] + sim.gen[r]), sim.config.block_size))
+        return chosen if len(chosen) >= slots and freed >= blocks else []
+
+    def _preempt_for(self, head: int) -> None:
+        """Preempt running requests with worse keys when the waiting ``head`` cannot join otherwise."""
+        slots = self.occupied() + 1 - self.sim.config.max_batch_size
+        blocks = self.used_blocks + self._blocks_to_admit(head) - (self.cap_blocks - self.watermark)
+        if slots > 0 or blocks > 0:
+            for victim in self._victims(self._key(head), max(slots, 0), max(blocks, 0)):
+                self._evict(victim)
+
     def _preempt_one(self) -> None:
         sim = self.sim
-        victim = max(self.running.tolist(),
-                     key=lambda i: (sim.queue_policy.key(sim.request_view(i)), sim.arrival[i], i))
+        self._evict(max(self.running.tolist(), key=lambda i: (self._key(i), sim.arrival[i], i)))
+
+    def _evict(self, victim: int) -> None:
+        """Drop ``victim``'s KV cache and put it back in the wait queue (recomputed on re-admission)."""
+        sim = self.sim
         self._set_running(self.running[self.running != victim])
         self.used_blocks -= blocks_for(int(sim.prompt[victim] + sim.gen[victim]), sim.config.block_size)
         sim.kv_ready[victim] = False
         sim.preemptions[victim] += 1
         self.requeue(victim)
 
-    def _plan_decode(self, now: float) -> None:
+    def occupied(self) -> int:
+        """Batch slots in use between iterations."""
+        return len(self.running)
+
+    def fit_next_token(self) -> None:
+        """Preempt running requests (worst policy key first) until each can store one more token."""
         sim, bs = self.sim, self.sim.config.block_size
         if self.used_blocks + len(self.running) > self.cap_blocks:  # the next token may not fit
-            while blocks_for(sim.prompt[self.running] + sim.gen[self.running] + 1, bs).sum() > self.cap_blocks:
+            while self.held_blocks + blocks_for(sim.prompt[self.running] + sim.gen[self.running] + 1, bs).sum() \
+                    > self.cap_blocks:
                 self._preempt_one()
+
+    def _plan_decode(self, now: float) -> None:
+        sim, bs = self.sim, self.sim.config.block_size
+        self.fit_next_token()
         idx = self.running
         gen = sim.gen[idx]
         ctx = sim.prompt[idx] + gen
@@ -271,6 +352,7 @@ class ContinuousInstance(DecodeInstance):
         sim, bs = self.sim, self.sim.config.block_size
         if self.kind == "prefill":
             batch = self.prefill_batch
+            self.cache_prompts(batch)
             sim.emit_tokens(batch, now, 1)
             sim.kv_ready[batch] = True
             sim.record_segment(self, "prefill", now, len(batch), self.used_blocks * bs)
@@ -280,7 +362,7 @@ class ContinuousInstance(DecodeInstance):
             idx = self.running
             sim.emit_tokens(idx, now, self.seg_k)
         idx = idx[sim.gen[idx] < sim.out[idx]]
-        used = int(blocks_for(sim.prompt[idx] + sim.gen[idx], bs).sum())
+        used = int(blocks_for(sim.prompt[idx] + sim.gen[idx], bs).sum()) + self.held_blocks
         if self.kind == "decode":
             finished = self.running[sim.gen[self.running] >= sim.out[self.running]]
             peak = used + int(blocks_for(sim.prompt[finished] + sim.gen[finished], bs).sum())

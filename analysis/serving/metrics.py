@@ -18,7 +18,7 @@ def request_latencies(result: SimResult, short_quantile: float = 0.5) -> pd.Data
     if not 0 < short_quantile < 1:
         raise ValueError("short_quantile must be in (0, 1)")
     out = r[["rid", "arrival_s", "prompt_tokens", "output_tokens", "predicted_tokens", "decode_instance",
-             "preemptions", "first_token_s", "finish_s"]].copy()
+             "preemptions", "cached_tokens", "first_token_s", "finish_s"]].copy()
     out["ttft_s"] = r["first_token_s"] - r["arrival_s"]
     out["e2e_s"] = r["finish_s"] - r["arrival_s"]
     steps = (r["output_tokens"] - 1).where(r["output_tokens"] > 1)
@@ -36,7 +36,8 @@ def padding_ratio(batches: pd.DataFrame) -> float:
 
 
 def summarize(result: SimResult, short_quantile: float = 0.5) -> dict:
-    """Headline numbers: latency percentiles for all/short/long, throughput, JCT, padding."""
+    """Headline numbers: latency percentiles for all/short/long, throughput, JCT, padding, preemptions, and the
+    share of prompt tokens found in prefix caches."""
     lat = request_latencies(result, short_quantile)
     summary: dict = {"label": result.config.label(), "requests": len(lat)}
     for group, frame in (("all", lat), ("short", lat[lat.length_class == "short"]),
@@ -53,10 +54,32 @@ def summarize(result: SimResult, short_quantile: float = 0.5) -> dict:
         "makespan_s": span,
         "padding_ratio": padding_ratio(result.batches),
         "preemptions": int(lat["preemptions"].sum()),
+        "prefix_hit_rate": float(lat["cached_tokens"].sum() / lat["prompt_tokens"].sum()),
         "short_cut_tokens": float(np.quantile(lat["output_tokens"], short_quantile)),
         "wall_s": result.wall_s,
     })
     return summary
+
+
+def backlog_growth(requests: pd.DataFrame) -> float:
+    """Mean number of requests in the system found by the last quarter of arrivals over that found by the second
+    quarter (the first is left out as warm-up): about 1 while the cluster keeps up, well above 1 when the backlog
+    grows all run long (saturation), whatever order the queues serve in. ``requests`` has columns arrival_s and
+    finish_s (a uniform sample of a run's requests gives the same ratio)."""
+    arrival = np.sort(requests["arrival_s"].to_numpy(float))
+    finish = np.sort(requests["finish_s"].to_numpy(float))
+    quarter = len(arrival) // 4
+    if quarter == 0:
+        raise ValueError("need at least 4 requests to measure backlog growth")
+    found = np.arange(len(arrival)) - np.searchsorted(finish, arrival, side="right")  # others in system at arrival
+    second, last = found[quarter:2 * quarter].mean(), found[3 * quarter:].mean()
+    return float(last / second) if second > 0 else (float("inf") if last > 0 else 1.0)
+
+
+def served_fraction(arrival_window_s: float, makespan_s: float) -> float:
+    """Served over offered request rate of a run: its arrival window (first to last arrival) over its makespan (first
+    arrival to last finish); near 1 while the cluster keeps up, the capacity over the offered load beyond it."""
+    return arrival_window_s / makespan_s if makespan_s > 0 else 1.0
 
 
 def relative_change(before: float, after: float) -> float:

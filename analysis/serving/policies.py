@@ -36,6 +36,7 @@ class InstanceView:
     queued: int
     running: int
     predicted_outstanding_tokens: float
+    cached_tokens: int = 0  # prompt tokens of the request being dispatched in the instance's prefix cache
 
 
 class Dispatcher(ABC):
@@ -108,6 +109,15 @@ class SJF(QueuePolicy):
         return request.predicted_total
 
 
+class ShortestPrompt(QueuePolicy):
+    """Shortest prompt first (no prediction needed: the prefill cost is known on arrival)."""
+
+    name = "spf"
+
+    def key(self, request: RequestView) -> float:
+        return request.prompt_tokens
+
+
 class SRPT(QueuePolicy):
     """Shortest predicted remaining length first (uses PLP updates as tokens are generated)."""
 
@@ -117,8 +127,19 @@ class SRPT(QueuePolicy):
         return request.predicted_remaining
 
 
-DISPATCHERS = {"rr": RoundRobin, "random": RandomDispatch, "lb": LeastLoaded}
-QUEUE_POLICIES = {"fcfs": FCFS, "sjf": SJF, "srpt": SRPT}
+class PrefixAware(LeastLoaded):
+    """Cache-aware: the instance whose prefix cache holds the most of the request's prompt (ties: least loaded)."""
+
+    name = "prefix"
+
+    def choose(self, request: RequestView, instances: Sequence[InstanceView]) -> int:
+        return min(instances, key=lambda v: (-v.cached_tokens, v.predicted_outstanding_tokens, v.index)).index
+
+
+DISPATCHERS = {"rr": RoundRobin, "random": RandomDispatch, "lb": LeastLoaded, "prefix": PrefixAware}
+QUEUE_POLICIES = {"fcfs": FCFS, "sjf": SJF, "srpt": SRPT, "spf": ShortestPrompt}
+# Orders a prefill queue can use (decode progress is always 0 there, so SRPT would equal SJF).
+PREFILL_QUEUE_POLICIES = ("fcfs", "spf", "sjf")
 
 
 def make_dispatcher(name: str, seed: int = 0) -> Dispatcher:

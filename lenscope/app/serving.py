@@ -15,9 +15,11 @@ from lenscope.figures.serving import gantt_figure, instance_load_figure, latency
 from lenscope.jobs.serving import (
     BATCHING,
     DEFAULT_COST,
+    DISPATCH_POLICIES,
     EMPIRICAL_BUCKETS,
     MODES,
     PREDICTOR_KINDS,
+    PREFILL_QUEUE_POLICIES,
     SPLITWISE_PROFILE,
     TIME_UNITS,
     ImportedPredictions,
@@ -210,9 +212,9 @@ def predictor_picker(store: Store, trace: pd.DataFrame) -> PredictorSpec | None:
     return PredictorSpec(kind=kind)
 
 
-def cluster_picker() -> tuple[SimConfig, float]:
-    """Sidebar: instances, batching, KV capacity, cost model; returns the base config and the short/long
-    split quantile."""
+def cluster_picker(trace: pd.DataFrame) -> tuple[SimConfig, float]:
+    """Sidebar: instances, batching, KV capacity, chunked prefill, prefix caching (traces with block hashes), cost
+    model; returns the base config and the short/long split quantile."""
     st.sidebar.header("Cluster")
     mode = st.sidebar.selectbox("Mode", MODES, key="sched_mode")
     c1, c2 = st.sidebar.columns(2)
@@ -223,6 +225,22 @@ def cluster_picker() -> tuple[SimConfig, float]:
     max_batch = st.sidebar.number_input("Batch-size cap", 1, 4096, 256, key="sched_batch")
     kv_cap = st.sidebar.number_input("KV capacity per instance (tokens)", 1024, 10_000_000, 262_144, step=16_384,
                                      key="sched_kv")
+    chunkable = mode == "colocated" and batching == "continuous"
+    chunk = st.sidebar.number_input("Chunked prefill: tokens per iteration (0 = off)", 0, 1_000_000, 0, step=256,
+                                    key="sched_chunk", disabled=not chunkable,
+                                    help="Each iteration mixes decodes (one token each) and prefill chunks up to this "
+                                         "budget (colocated, continuous batching)")
+    chunk_tokens = max(int(chunk), int(max_batch)) if chunk and chunkable else None
+    if chunk_tokens and chunk_tokens != chunk:
+        st.sidebar.caption(f"Budget raised to the batch-size cap ({chunk_tokens}).")
+    hashed = "hash_ids" in trace and batching == "continuous"
+    cache = st.sidebar.number_input("Prefix cache per instance (tokens, 0 = off)", 0, 100_000_000, 0, step=16_384,
+                                    key="sched_prefix", disabled=not hashed,
+                                    help="LRU cache of prompt KV blocks from the trace's hash_ids (Mooncake traces); "
+                                         "hits skip the prefill of the cached blocks")
+    block = st.sidebar.number_input("Tokens per block hash", 1, 65_536, 512, key="sched_hash_block",
+                                    disabled=not hashed)
+    prefix_cache = max(int(cache), int(block)) if cache and hashed else None
     short_q = st.sidebar.slider("Short/long split (quantile of output length)", 0.1, 0.9, 0.5, key="sched_q")
     cost, options = DEFAULT_COST, cost_model_options(SPLITWISE_PROFILE)
     if options:
@@ -233,8 +251,34 @@ def cluster_picker() -> tuple[SimConfig, float]:
             st.sidebar.caption(f"fitted on Splitwise profile: prefill MAPE {fit.prefill_mape:.0%}, "
                                f"decode MAPE {fit.decode_mape:.0%}")
     base = SimConfig(mode=mode, n_prefill=int(n_prefill), n_decode=int(n_decode), batching=batching,
-                     max_batch_size=int(max_batch), kv_capacity_tokens=int(kv_cap), cost=cost)
+                     max_batch_size=int(max_batch), kv_capacity_tokens=int(kv_cap), cost=cost,
+                     chunk_tokens=chunk_tokens, prefix_cache_tokens=prefix_cache,
+                     hash_block_tokens=int(block))
     return base, short_q
+
+
+def dispatch_options(base: SimConfig) -> list[str]:
+    """The dispatch policies ``base`` can use (cache-aware dispatch needs prefix caching)."""
+    return [d for d in DISPATCH_POLICIES if d != "prefix" or base.prefix_cache_tokens]
+
+
+def policy_options(col, k: int, base: SimConfig) -> dict:
+    """One comparison column's prefill-queue and preemption controls, as ``SimConfig`` fields (the defaults where the
+    cluster cannot use them: prefill queues need prefill instances, preemption continuous batching)."""
+    disaggregated, continuous = base.mode == "disaggregated", base.batching == "continuous"
+    prefill = col.selectbox("Prefill queue", PREFILL_QUEUE_POLICIES, key=f"cmp_pq{k}", disabled=not disaggregated,
+                            help="fcfs; spf: shortest prompt first; sjf: shortest predicted job first")
+    preemptive = col.checkbox("Preemptive", key=f"cmp_pre{k}", disabled=not continuous,
+                              help="The queue policy preempts running requests for waiting ones with a smaller key "
+                                   "(preemptive SRPT with the srpt queue); KV is recomputed on resumption") \
+        and continuous
+    limit = col.number_input("Preempt only under c x predicted length (0 = always)", 0.0, 100.0, 0.0,
+                             key=f"cmp_c{k}", disabled=not preemptive, help="TRAIL's limited preemption")
+    most = col.number_input("Max preemptions per request (0 = no limit)", 0, 1000, 0, key=f"cmp_mp{k}",
+                            disabled=not preemptive)
+    return {"prefill_queue": prefill if disaggregated else "fcfs", "preemptive": preemptive,
+            "preempt_limit": (limit or None) if preemptive else None,
+            "max_preemptions": (int(most) or None) if preemptive else None}
 
 
 def run_configs(store: Store, configs: list[SimConfig], trace: pd.DataFrame, spec: PredictorSpec,

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from analysis.serving.engine import BATCHING, MODES
-from analysis.serving.policies import DISPATCHERS, QUEUE_POLICIES
+from analysis.serving.policies import DISPATCHERS, PREFILL_QUEUE_POLICIES, QUEUE_POLICIES
 from analysis.serving.predictors import PREDICTOR_KINDS
 from analysis.serving.traces import TIME_UNITS
 from lenscope.cli._common import PhaseBars, output_file
@@ -16,39 +16,11 @@ from lenscope.cli._common import PhaseBars, output_file
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("simulate", help="replay a request trace through a simulated serving cluster")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--trace", type=Path, help="trace file: CSV (Azure 2023/2024, BurstGPT, LLMServingSim, "
-                     "arrival,prompt_tokens,output_tokens) or Mooncake JSON lines; others with --columns")
-    src.add_argument("--dataset", help="use the app's runs of this dataset (needs --qps; censored runs left out)")
-    p.add_argument("--columns", help="read --trace (CSV or JSON lines) through this column mapping: "
-                   "arrival=COL,prompt=COL,output=COL[,hash_ids=COL][,predicted=COL]")
-    p.add_argument("--time-unit", choices=list(TIME_UNITS),
-                   help="unit of the mapped arrival column (default s; datetime = timestamps)")
-    p.add_argument("--split", choices=["test", "all"], default="test",
-                   help="runs of --dataset to replay: test (default; out of sample for every trained predictor) or "
-                        "all (oracle and constant predictors only)")
+    add_trace_args(p)
     p.add_argument("--qps", type=float, help="re-time arrivals as a Poisson process at this rate")
-    p.add_argument("--max-prompt-tokens", type=int)
-    p.add_argument("--first-n", type=int)
-    p.add_argument("--mode", choices=MODES, default="disaggregated")
-    p.add_argument("--n-prefill", type=int, default=1)
-    p.add_argument("--n-decode", type=int, default=3)
-    p.add_argument("--batching", choices=BATCHING, default="continuous")
-    p.add_argument("--max-batch-size", type=int, default=256)
-    p.add_argument("--kv-capacity", type=int, default=262_144, help="KV-cache tokens per decode instance")
-    p.add_argument("--dispatch", choices=list(DISPATCHERS), default="rr")
-    p.add_argument("--queue", choices=list(QUEUE_POLICIES), default="fcfs")
-    p.add_argument("--aging-s", type=float, help="starvation guard: serve requests waiting this long first")
-    p.add_argument("--predictor", choices=PREDICTOR_KINDS, default="oracle")
-    p.add_argument("--noise-mae", type=float, default=50.0)
-    p.add_argument("--constant", type=float, default=256.0)
-    p.add_argument("--predictor-id", type=int, help="trained predictor id (with --predictor stored)")
-    p.add_argument("--predictions", type=Path, help="an external predictor's (true length, prediction) file (with "
-                   "--predictor empirical: predictions drawn from it conditionally on the true length)")
-    _add_predictions_args(p)
+    add_cluster_args(p)
+    add_predictor_args(p)
     p.add_argument("--short-quantile", type=float, default=0.5)
-    p.add_argument("--cost-json", type=Path, help="cost model from `lenscope calibrate-cost --out`")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=output_file, help="write per-request latencies to this CSV")
     p.add_argument("--no-cache", action="store_true", help="recompute even if the store has the result")
     p.set_defaults(func=run)
@@ -70,6 +42,66 @@ def register(subparsers) -> None:
     c.set_defaults(func=calibrate)
 
 
+def add_trace_args(p: argparse.ArgumentParser) -> None:
+    """Where the trace comes from and how it is read and filtered."""
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--trace", type=Path, help="trace file: CSV (Azure 2023/2024, BurstGPT, LLMServingSim, "
+                     "arrival,prompt_tokens,output_tokens) or Mooncake JSON lines; others with --columns")
+    src.add_argument("--dataset", help="use the app's runs of this dataset (needs --qps; censored runs left out)")
+    p.add_argument("--columns", help="read --trace (CSV or JSON lines) through this column mapping: "
+                   "arrival=COL,prompt=COL,output=COL[,hash_ids=COL][,predicted=COL]")
+    p.add_argument("--time-unit", choices=list(TIME_UNITS),
+                   help="unit of the mapped arrival column (default s; datetime = timestamps)")
+    p.add_argument("--split", choices=["test", "all"], default="test",
+                   help="runs of --dataset to replay: test (default; out of sample for every trained predictor) or "
+                        "all (oracle and constant predictors only)")
+    p.add_argument("--max-prompt-tokens", type=int)
+    p.add_argument("--first-n", type=int)
+
+
+def add_cluster_args(p: argparse.ArgumentParser, policies: bool = True) -> None:
+    """Cluster shape, engine limits and policies (``SimConfig`` fields; without ``policies``, dispatch and queue are
+    left to the command)."""
+    p.add_argument("--mode", choices=MODES, default="disaggregated")
+    p.add_argument("--n-prefill", type=int, default=1)
+    p.add_argument("--n-decode", type=int, default=3)
+    p.add_argument("--batching", choices=BATCHING, default="continuous")
+    p.add_argument("--max-batch-size", type=int, default=256)
+    p.add_argument("--kv-capacity", type=int, default=262_144, help="KV-cache tokens per decode instance")
+    if policies:
+        p.add_argument("--dispatch", choices=list(DISPATCHERS), default="rr")
+        p.add_argument("--queue", choices=list(QUEUE_POLICIES), default="fcfs")
+    p.add_argument("--aging-s", type=float, help="starvation guard: serve requests waiting this long first")
+    p.add_argument("--chunk-tokens", type=int, metavar="BUDGET", help="chunked prefill: a token budget per "
+                   "iteration mixing prefill chunks and decodes (colocated mode; at least --max-batch-size)")
+    p.add_argument("--prefix-cache-tokens", type=int, metavar="TOKENS", help="prefix caching: an LRU cache of "
+                   "prompt KV blocks of this many tokens per prefilling instance, from the trace's hash_ids "
+                   "(Mooncake); --dispatch prefix routes requests to the instance caching most of their prompt")
+    p.add_argument("--hash-block-tokens", type=int, default=512, help="prompt tokens per block hash (Mooncake: 512)")
+    p.add_argument("--prefill-queue", choices=PREFILL_QUEUE_POLICIES, default="fcfs",
+                   help="order of the prefill instances' queue: fcfs, spf (shortest prompt first) or sjf (shortest "
+                        "predicted job first); disaggregated mode")
+    p.add_argument("--preemptive", action="store_true", help="the decode queue policy preempts running requests "
+                   "for waiting ones with a smaller key (preemptive SRPT with --queue srpt)")
+    p.add_argument("--preempt-limit", type=float, metavar="C", help="TRAIL guard: preempt a request only while it "
+                   "has generated fewer than C x its initial predicted length (with --preemptive)")
+    p.add_argument("--max-preemptions", type=int, metavar="N", help="preempt a request at most N times "
+                   "(with --preemptive)")
+
+
+def add_predictor_args(p: argparse.ArgumentParser) -> None:
+    """The predictor the policies see, the cost model and the seed."""
+    p.add_argument("--predictor", choices=PREDICTOR_KINDS, default="oracle")
+    p.add_argument("--noise-mae", type=float, default=50.0)
+    p.add_argument("--constant", type=float, default=256.0)
+    p.add_argument("--predictor-id", type=int, help="trained predictor id (with --predictor stored)")
+    p.add_argument("--predictions", type=Path, help="an external predictor's (true length, prediction) file (with "
+                   "--predictor empirical: predictions drawn from it conditionally on the true length)")
+    _add_predictions_args(p)
+    p.add_argument("--cost-json", type=Path, help="cost model from `lenscope calibrate-cost --out`")
+    p.add_argument("--seed", type=int, default=0)
+
+
 def _add_predictions_args(parser: argparse.ArgumentParser) -> None:
     """How to read a predictions file: its columns, whether predictions are class indices, the classes' edges."""
     parser.add_argument("--prediction-columns", default="", metavar="true=COL,predicted=COL",
@@ -89,7 +121,8 @@ def _read_predictions(args: argparse.Namespace, path: Path, store):
     return import_predictions(store, path, fmt, path.name)
 
 
-def _trace(args: argparse.Namespace, store):
+def trace_from(args: argparse.Namespace, store):
+    """The trace of ``add_trace_args`` (and ``--qps``, when the parser has it)."""
     from analysis.serving.traces import column_mapping, filter_trace, load_trace_file, poisson_retime
     from lenscope.jobs.serving import dataset_trace
 
@@ -110,30 +143,53 @@ def _trace(args: argparse.Namespace, store):
     return poisson_retime(trace, args.qps, args.seed) if args.qps and not args.dataset else trace
 
 
-def run(args: argparse.Namespace) -> int:
+def cost_from(args: argparse.Namespace):
+    """The cost model of ``--cost-json`` (the default one without)."""
     from analysis.serving.cost_model import DEFAULT_COST, CostModel
+
+    return CostModel.from_dict(json.loads(args.cost_json.read_text())) if args.cost_json else DEFAULT_COST
+
+
+def config_from(args: argparse.Namespace):
+    """The ``SimConfig`` of ``add_cluster_args`` (and the cost model and seed of ``add_predictor_args``)."""
     from analysis.serving.engine import SimConfig
-    from cache.store import Store
-    from lenscope.jobs.serving import PredictorSpec, run_simulation
+
+    cost = cost_from(args)
+    return SimConfig(mode=args.mode, n_prefill=args.n_prefill, n_decode=args.n_decode, batching=args.batching,
+                     max_batch_size=args.max_batch_size, kv_capacity_tokens=args.kv_capacity,
+                     dispatch=args.dispatch, queue=args.queue, aging_s=args.aging_s, seed=args.seed, cost=cost,
+                     prefill_queue=args.prefill_queue, preemptive=args.preemptive,
+                     preempt_limit=args.preempt_limit, max_preemptions=args.max_preemptions,
+                     chunk_tokens=args.chunk_tokens, prefix_cache_tokens=args.prefix_cache_tokens,
+                     hash_block_tokens=args.hash_block_tokens)
+
+
+def spec_from(args: argparse.Namespace, store):
+    """The ``PredictorSpec`` of ``add_predictor_args`` (importing a --predictions file into the store)."""
+    from lenscope.jobs.serving import PredictorSpec
 
     if (args.predictor == "empirical") != (args.predictions is not None):
         raise ValueError("--predictor empirical and --predictions PATH go together")
     if args.predictions is None and (args.prediction_columns or args.classes or args.bucket_edges):
         raise ValueError("--prediction-columns, --classes and --bucket-edges read a --predictions file")
-    store = Store()
-    trace = _trace(args, store)
     predictions = None
     if args.predictions is not None:
         imported = _read_predictions(args, args.predictions, store)
         predictions = imported.key
         print(f"predictions {args.predictions.name}: " + ", ".join(imported.evaluation.lines()[:3]))
-    cost = CostModel.from_dict(json.loads(args.cost_json.read_text())) if args.cost_json else DEFAULT_COST
-    config = SimConfig(mode=args.mode, n_prefill=args.n_prefill, n_decode=args.n_decode, batching=args.batching,
-                       max_batch_size=args.max_batch_size, kv_capacity_tokens=args.kv_capacity,
-                       dispatch=args.dispatch, queue=args.queue, aging_s=args.aging_s, seed=args.seed, cost=cost)
-    spec = PredictorSpec(kind=args.predictor, mae=args.noise_mae if args.predictor == "oracle-noise" else 0.0,
+    return PredictorSpec(kind=args.predictor, mae=args.noise_mae if args.predictor == "oracle-noise" else 0.0,
                          constant=args.constant, predictor_id=args.predictor_id, seed=args.seed,
                          predictions=predictions)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cache.store import Store
+    from lenscope.jobs.serving import run_simulation
+
+    store = Store()
+    trace = trace_from(args, store)
+    spec = spec_from(args, store)
+    config = config_from(args)
     bars = PhaseBars()
     try:
         outcome = run_simulation(store, trace, spec, config, args.short_quantile, on_progress=bars,
@@ -146,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {group:5s} e2e P50/P90/P99 s: " + " / ".join(f"{s[f'{group}_e2e_p{p}_s']:.2f}" for p in (50, 90, 99))
               + f"   TTFT P99 {s[f'{group}_ttft_p99_s']:.3f} s   TPOT P50 {s[f'{group}_tpot_p50_s'] * 1e3:.1f} ms")
     print(f"  throughput {s['throughput_tok_s']:.0f} tok/s, mean JCT {s['mean_jct_s']:.2f} s, "
-          f"padding {s['padding_ratio']:.3f}, preemptions {s['preemptions']}")
+          f"padding {s['padding_ratio']:.3f}, preemptions {s['preemptions']}"
+          + (f", prefix cache hits {s['prefix_hit_rate']:.1%} of prompt tokens" if config.prefix_cache_tokens else ""))
     if args.out:
         outcome.requests.to_csv(args.out, index=False)
         print(f"per-request latencies -> {args.out}")

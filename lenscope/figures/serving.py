@@ -93,3 +93,19 @@ def noise_sweep_figure(sweep: pd.DataFrame, baseline_short_p99: float | None = N
     fig.update_layout(title="Scheduling outcome vs predictor noise", xaxis_title="prediction MAE (tokens)",
                       yaxis_title="latency (s)")
     return fig
+
+
+def qps_sweep_figure(sweep: pd.DataFrame, metric: str = "all_e2e_p99_s",
+                     capacity_qps: float | None = None) -> go.Figure:
+    """Latency against offered QPS, one line per policy; saturated points are crosses, the dotted line the estimated
+    capacity."""
+    fig = go.Figure()
+    for policy, rows in sweep.groupby("policy", sort=False):
+        fig.add_trace(go.Scatter(x=rows["qps"], y=rows[metric], mode="lines+markers", name=policy,
+                                 marker_symbol=np.where(rows["saturated"], "x", "circle"), marker_size=10))
+    if capacity_qps is not None:
+        fig.add_vline(x=capacity_qps, line_dash="dot", annotation_text="estimated capacity")
+    fig.update_layout(title="Latency vs load (crosses: saturated)",
+                      xaxis_title="offered load (QPS)", yaxis_title=f"{metric.removesuffix('_s')} (s)",
+                      yaxis_type="log")
+    return fig

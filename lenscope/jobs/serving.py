@@ -6,18 +6,19 @@ config, the predictor spec and the trace's content hash, so reruns never recompu
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from analysis.core.metrics import bootstrap_mean, ci_text
 from analysis.core.progress import Progress, no_progress
 from analysis.serving.cost_model import DEFAULT_COST, Calibration, fit_cost_model, profile_configs
 from analysis.serving.engine import BATCHING, MODES, SimConfig, simulate
 from analysis.serving.external_predictions import predictions_format
 from analysis.serving.metrics import instance_load, relative_change, request_latencies, summarize
-from analysis.serving.policies import DISPATCHERS, QUEUE_POLICIES
+from analysis.serving.policies import DISPATCHERS, PREFILL_QUEUE_POLICIES, QUEUE_POLICIES
 from analysis.serving.predictors import EMPIRICAL_BUCKETS, PREDICTOR_KINDS, make_predictor
 from analysis.serving.traces import (
     TIME_UNITS,
@@ -37,12 +38,13 @@ from lenscope.jobs.external_predictions import ImportedPredictions, import_predi
 
 __all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
     "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "EMPIRICAL_BUCKETS", "ImportedPredictions", "MODES",
-    "OUTLETS_PAPER", "Outcome", "PREDICTOR_KINDS", "PredictorSpec", "PresetOutcome", "QUEUE_POLICY_NAMES",
-    "SHARED_TRACES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS", "TraceFormat",
-    "UnknownTraceFormat", "builtin_trace_files", "check_out_of_sample", "compare_table", "cost_model_options",
-    "dataset_trace", "filter_trace", "fit_cost_option", "from_runs", "import_predictions", "load_trace_file",
-    "noise_sweep", "outlets_configs", "outlets_preset", "outlets_trace", "parse_maes", "poisson_retime",
-    "predictions_format", "run_simulation", "saturating_qps", "short_p99_change"]
+    "OUTLETS_PAPER", "Outcome", "PREDICTOR_KINDS", "PREFILL_QUEUE_POLICIES", "PredictorSpec", "PresetOutcome",
+    "QUEUE_POLICY_NAMES", "SHARED_TRACES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS",
+    "TraceFormat", "UnknownTraceFormat", "builtin_trace_files", "check_out_of_sample", "compare_table",
+    "cost_model_options", "dataset_trace", "filter_trace", "fit_cost_option", "format_seed_table", "from_runs",
+    "import_predictions", "load_trace_file", "noise_sweep", "outlets_configs", "outlets_preset", "outlets_trace",
+    "parse_maes", "poisson_retime", "predictions_format", "preset_seed_table", "run_simulation", "saturating_qps",
+    "short_p99_change"]
 
 DISPATCH_POLICIES = tuple(DISPATCHERS)
 QUEUE_POLICY_NAMES = tuple(QUEUE_POLICIES)
@@ -53,7 +55,8 @@ SPLITWISE_PROFILE = SHARED_TRACES / "splitwise_perf_model.csv"
 RESULT_KIND = "scheduler_sim"
 MAX_STORED_REQUESTS = 20_000  # per-request rows kept in a cached result (a seeded sample beyond)
 REQUEST_COLUMNS = ["rid", "arrival_s", "prompt_tokens", "output_tokens", "predicted_tokens", "decode_instance",
-                   "preemptions", "first_token_s", "finish_s", "ttft_s", "tpot_s", "e2e_s", "length_class"]
+                   "preemptions", "cached_tokens", "first_token_s", "finish_s", "ttft_s", "tpot_s", "e2e_s",
+                   "length_class"]
 
 # OUTLETS system study (paper, Sec. system-level evaluation): 1P+3D, 1,914 ShareGPT requests with
 # prompts <= 50 tokens, 100 QPS; short-request P99 latency 59.8 s (RR+FCFS) -> 39.0 s (LB+SJF).
@@ -176,18 +179,28 @@ def run_simulation(store: Store, trace: pd.DataFrame, spec: PredictorSpec, confi
 
 
 def outlets_trace(trace: pd.DataFrame, qps: float = OUTLETS_PAPER["qps"], seed: int = 0,
-                  n_requests: int = OUTLETS_PAPER["requests"]) -> tuple[pd.DataFrame, str]:
-    """The OUTLETS workload shape from any trace: prompts <= 50 tokens, ``n_requests`` of them
-    (the first ones; drawn with replacement, seeded, when fewer qualify), Poisson at ``qps``.
-    Returns the trace and a note saying how it was built."""
+                  n_requests: int = OUTLETS_PAPER["requests"],
+                  min_output_tokens: int | None = None) -> tuple[pd.DataFrame, str]:
+    """The OUTLETS workload shape from any trace: prompts <= 50 tokens (and, decode-bound like the paper's
+    workload, outputs >= ``min_output_tokens``), ``n_requests`` of them (the first ones; drawn with replacement,
+    seeded, when fewer qualify), Poisson at ``qps``. Returns the trace and a note saying how it was built."""
     short = filter_trace(trace, max_prompt_tokens=OUTLETS_PAPER["max_prompt_tokens"])
+    if min_output_tokens:
+        short = short[short["output_tokens"] >= min_output_tokens]
+        if short.empty:
+            raise ValueError(f"no request has a prompt <= {OUTLETS_PAPER['max_prompt_tokens']} tokens and an output "
+                             f">= {min_output_tokens} tokens; lower the minimum output or pick another trace")
     if len(short) >= n_requests:
         picked, how = short.head(n_requests), f"first {n_requests}"
     else:
         rows = np.random.default_rng(seed).integers(0, len(short), size=n_requests)
         picked, how = short.iloc[rows], f"{n_requests} drawn with replacement from {len(short)}"
-    note = (f"{how} requests with prompts <= {OUTLETS_PAPER['max_prompt_tokens']} tokens, "
+    outputs = f" and outputs >= {min_output_tokens} tokens" if min_output_tokens else ""
+    note = (f"{how} requests with prompts <= {OUTLETS_PAPER['max_prompt_tokens']} tokens{outputs}, "
             f"Poisson arrivals at {qps:g} QPS")
+    if min_output_tokens:
+        note += (f" (mean prompt {picked['prompt_tokens'].mean():.0f}, mean output "
+                 f"{picked['output_tokens'].mean():.0f} tokens)")
     return poisson_retime(picked.reset_index(drop=True), qps, seed), note
 
 
@@ -210,18 +223,23 @@ def saturating_qps(trace: pd.DataFrame, config: SimConfig, factor: float = 4.0) 
 
 def outlets_configs(base: SimConfig = SimConfig()) -> list[SimConfig]:
     """RR+FCFS, RR+SJF and LB+SJF on 1 prefill + 3 decode instances."""
-    return [base.with_(mode="disaggregated", n_prefill=1, n_decode=3, batching="continuous",
+    return [base.with_(mode="disaggregated", n_prefill=1, n_decode=3, batching="continuous", chunk_tokens=None,
                        dispatch=d, queue=q) for d, q in OUTLETS_POLICIES]
 
 
 @dataclass
 class PresetOutcome:
-    """The OUTLETS preset: one outcome per policy pair (RR+FCFS first), how the workload was built, and the
-    short-request P99 change of each other pair against RR+FCFS."""
+    """The OUTLETS preset: one outcome per policy pair (RR+FCFS first) of the first seed, how the workload was built,
+    the short-request P99 change of each other pair against RR+FCFS, and per seed and pair the headline metrics
+    (:data:`PRESET_METRICS`, and ``short_p99_change``)."""
 
     outcomes: list[Outcome]
     note: str
     changes: dict[str, float]
+    per_seed: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+PRESET_METRICS = ("short_e2e_p99_s", "all_e2e_p99_s", "mean_jct_s")
 
 
 def policy_label(dispatch: str, queue: str) -> str:
@@ -230,20 +248,55 @@ def policy_label(dispatch: str, queue: str) -> str:
 
 def outlets_preset(store: Store, trace: pd.DataFrame, spec: PredictorSpec, base: SimConfig = SimConfig(),
                    n_requests: int = OUTLETS_PAPER["requests"], qps: float | None = None,
-                   short_quantile: float = 0.5, on_progress: Progress = no_progress) -> PresetOutcome:
-    """Run RR+FCFS, RR+SJF and LB+SJF on the OUTLETS workload shape built from ``trace``; ``qps`` None
-    saturates the cluster (4x its estimated capacity for this trace's lengths)."""
+                   short_quantile: float = 0.5, on_progress: Progress = no_progress, seeds: int = 1,
+                   min_output_tokens: int | None = None) -> PresetOutcome:
+    """Run RR+FCFS, RR+SJF and LB+SJF on the OUTLETS workload shape built from ``trace`` (decode-bound with
+    ``min_output_tokens``); ``qps`` None saturates the cluster (4x its estimated capacity for this trace's lengths).
+    Seeds 0 .. ``seeds`` - 1 re-draw the arrivals (and the requests, when drawn), and offset the predictor's and the
+    config's seeds (noise, random dispatch); the first seed is the single-seed preset. Every run is memoised."""
     configs = outlets_configs(base)
     if qps is None:
-        qps = saturating_qps(outlets_trace(trace, 1.0, n_requests=n_requests)[0], configs[0])
-    shaped, note = outlets_trace(trace, qps, n_requests=n_requests)
-    outcomes = []
-    for k, config in enumerate(configs):
-        outcomes.append(run_simulation(store, shaped, spec, config, short_quantile))
-        on_progress(k + 1, len(configs), "policy pairs")
+        qps = saturating_qps(outlets_trace(trace, 1.0, n_requests=n_requests, min_output_tokens=min_output_tokens)[0],
+                             configs[0])
+    rows, first = [], None
+    for seed in range(seeds):
+        shaped, note = outlets_trace(trace, qps, seed, n_requests, min_output_tokens)
+        outcomes = [run_simulation(store, shaped, replace(spec, seed=spec.seed + seed),
+                                   config.with_(seed=config.seed + seed), short_quantile) for config in configs]
+        rows += [{"seed": seed, "policy": policy_label(d, q), **{m: o.summary[m] for m in PRESET_METRICS},
+                  "short_p99_change": short_p99_change(outcomes[0], o)}
+                 for (d, q), o in zip(OUTLETS_POLICIES, outcomes)]
+        first = first or (outcomes, note)
+        on_progress(seed + 1, seeds, "seeds")
+    outcomes, note = first
     changes = {policy_label(d, q): short_p99_change(outcomes[0], o)
                for (d, q), o in zip(OUTLETS_POLICIES[1:], outcomes[1:])}
-    return PresetOutcome(outcomes, note, changes)
+    return PresetOutcome(outcomes, note if seeds == 1 else f"{note}; seeds 0-{seeds - 1}", changes, pd.DataFrame(rows))
+
+
+def preset_seed_table(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """Per policy pair: the mean over seeds of each metric of :data:`PRESET_METRICS` and of the short-request P99
+    change vs RR+FCFS (paired by seed), with 95% bootstrap CIs over seeds."""
+    rows = []
+    for policy, group in per_seed.groupby("policy", sort=False):
+        row: dict = {"policy": policy, "seeds": len(group)}
+        for metric in (*PRESET_METRICS, "short_p99_change"):
+            est = bootstrap_mean(group[metric].to_numpy(float))
+            row.update({metric: est.value, f"{metric}_lo": est.lo, f"{metric}_hi": est.hi})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_seed_table(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`preset_seed_table` as text: ``mean [lo, hi]`` per metric (latencies in s, the change in %)."""
+    shown = table[["policy", "seeds"]].copy()
+    for metric, label, scale, signed in (("short_e2e_p99_s", "short P99 (s)", 1, False),
+                                         ("all_e2e_p99_s", "all P99 (s)", 1, False),
+                                         ("mean_jct_s", "mean JCT (s)", 1, False),
+                                         ("short_p99_change", "short P99 vs RR+FCFS (%)", 100, True)):
+        shown[label] = [ci_text(scale * v, scale * lo, scale * hi, signed=signed, digits=2 if scale == 1 else 1)
+                        for v, lo, hi in table[[metric, f"{metric}_lo", f"{metric}_hi"]].to_numpy()]
+    return shown
 
 
 def cost_model_options(profile_path) -> dict[str, tuple[str, str, int]]:
@@ -264,7 +317,8 @@ def fit_cost_option(profile_path, option: tuple[str, str, int]) -> Calibration:
 def compare_table(outcomes: list[Outcome]) -> pd.DataFrame:
     """Headline metrics side by side (one row per configuration)."""
     cols = ["label", "predictor", "all_e2e_p50_s", "all_e2e_p99_s", "short_e2e_p99_s", "long_e2e_p99_s",
-            "all_ttft_p99_s", "all_tpot_p50_s", "throughput_tok_s", "mean_jct_s", "padding_ratio", "preemptions"]
+            "all_ttft_p99_s", "all_tpot_p50_s", "throughput_tok_s", "mean_jct_s", "padding_ratio", "preemptions",
+            "prefix_hit_rate"]
     return pd.DataFrame([{c: o.summary.get(c) for c in cols} for o in outcomes])
 
 

@@ -97,3 +97,61 @@ def test_browser_runs_comparison(streamlit_server, page):
     page.locator(".js-plotly-plot").first.wait_for(timeout=180_000)
     page.get_by_text("End-to-end latency P99 by request class").first.wait_for(timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "scheduler_playground.png"), full_page=True)
+
+
+def test_compare_with_a_prefill_queue_and_limited_preemption(data_dir):
+    at = open_page("pages/6_Scheduler_playground.py").run()
+    at.sidebar.number_input(key="sched_first_n").set_value(150)
+    at.selectbox(key="cmp_q1").set_value("srpt")
+    at.selectbox(key="cmp_pq1").set_value("spf")
+    at.checkbox(key="cmp_pre1").check().run()
+    at.number_input(key="cmp_c1").set_value(0.5)
+    at.number_input(key="cmp_mp1").set_value(2)
+    at.button(key="cmp_run").click().run()
+    assert not at.exception and not at.error
+    labels = at.dataframe[0].value["label"].tolist()
+    assert labels[1] == "LB+SRPT 1P+3D continuous prefill SPF preemptive (c=0.5, max 2)"
+
+
+def test_chunked_prefill_in_colocated_mode(data_dir):
+    at = open_page("pages/6_Scheduler_playground.py").run()
+    at.sidebar.number_input(key="sched_first_n").set_value(100)
+    assert at.sidebar.number_input(key="sched_chunk").disabled  # disaggregated by default
+    at.sidebar.selectbox(key="sched_mode").set_value("colocated").run()
+    at.sidebar.number_input(key="sched_chunk").set_value(100).run()
+    assert any("raised to the batch-size cap (256)" in c.value for c in at.sidebar.caption)
+    at.button(key="cmp_run").click().run()
+    assert not at.exception and not at.error
+    assert all("3x colo continuous chunked 256" in label for label in at.dataframe[0].value["label"])
+
+
+def test_a_mooncake_upload_runs_with_prefix_caching_and_cache_aware_dispatch(data_dir):
+    import json
+
+    at = open_page("pages/6_Scheduler_playground.py").run()
+    lines = [json.dumps({"timestamp": 100 * t, "input_length": 1100, "output_length": 20 + t % 7,
+                         "hash_ids": [t % 3, 10 + t % 3, 100 + t]}) for t in range(30)]
+    at.sidebar.radio(key="sched_source").set_value("Upload file").run()
+    at.sidebar.file_uploader[0].set_value(("mooncake.jsonl", "\n".join(lines).encode(), "application/json")).run()
+    assert "prefix" not in at.selectbox(key="cmp_d1").options
+    at.sidebar.number_input(key="sched_prefix").set_value(65_536).run()
+    at.selectbox(key="cmp_d1").set_value("prefix")
+    at.button(key="cmp_run").click().run()
+    assert not at.exception and not at.error
+    table = at.dataframe[0].value
+    assert table["label"].tolist()[1] == "PREFIX+SJF 1P+3D continuous prefix cache 65536"
+    assert 0.5 < table["prefix_hit_rate"].iloc[1] < 1.0  # 27 of 30 prompts find 1,024 of 1,100 tokens
+
+
+def test_qps_sweep_tab_shows_where_each_policy_saturates(data_dir):
+    at = open_page("pages/6_Scheduler_playground.py").run()
+    at.sidebar.number_input(key="sched_first_n").set_value(200)
+    assert any("Run QPS sweep" in i.value for i in at.info)
+    at.multiselect(key="qps_policies").set_value(["rr+fcfs", "lb+sjf"])
+    at.text_input(key="qps_values").set_value("2, 200")
+    at.button(key="qps_run").click().run()
+    assert not at.exception and not at.error
+    lines = [m.value for m in at.markdown if "saturates at" in m.value or "keeps up to" in m.value]
+    assert lines == ["- LB+SJF: saturates at 200 QPS", "- RR+FCFS: saturates at 200 QPS"]
+    assert at.dataframe[0].value[["policy", "qps"]].to_dict("list") == {
+        "policy": ["LB+SJF", "LB+SJF", "RR+FCFS", "RR+FCFS"], "qps": [2.0, 200.0, 2.0, 200.0]}

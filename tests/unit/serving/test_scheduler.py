@@ -34,7 +34,10 @@ def hand_trace(lengths, gap: float = 0.0) -> pd.DataFrame:
 ONE_SLOT = SimConfig(mode="colocated", n_decode=1, max_batch_size=1)
 CONFIGS = [SimConfig(), SimConfig(dispatch="lb", queue="srpt", kv_capacity_tokens=20_000),
            SimConfig(mode="colocated", n_decode=2, queue="sjf", kv_capacity_tokens=12_000, aging_s=5.0),
-           SimConfig(batching="static", max_batch_size=16, dispatch="random")]
+           SimConfig(batching="static", max_batch_size=16, dispatch="random"),
+           SimConfig(mode="colocated", n_decode=2, queue="srpt", kv_capacity_tokens=12_000, chunk_tokens=512,
+                     preemptive=True, max_preemptions=3),
+           SimConfig(prefill_queue="spf", queue="srpt", max_batch_size=16, preemptive=True, preempt_limit=0.5)]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.label())

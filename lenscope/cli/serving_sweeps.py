@@ -1,0 +1,106 @@
+"""``lenscope qps-sweep`` (latency against offered load for several policies, and where each saturates) and
+``lenscope outlets-preset`` (RR+FCFS vs RR+SJF vs LB+SJF on the OUTLETS workload over seeds, with CIs)."""
+
+from __future__ import annotations
+
+import argparse
+
+from lenscope.cli._common import PhaseBars, output_file
+from lenscope.cli.serving import (
+    add_cluster_args,
+    add_predictor_args,
+    add_trace_args,
+    config_from,
+    cost_from,
+    spec_from,
+    trace_from,
+)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("qps-sweep", help="latency vs offered load (Poisson QPS) of several policies on one "
+                              "trace, and where each saturates")
+    add_trace_args(p)
+    p.add_argument("--policies", default="rr+fcfs,rr+sjf,lb+sjf", help="comma-separated DISPATCH+QUEUE pairs "
+                   "(default rr+fcfs,rr+sjf,lb+sjf); the other cluster options apply to all")
+    p.add_argument("--qps-values", metavar="Q1,Q2,...", help="offered loads (default: 0.25 to 1.5 times the "
+                   "cluster's estimated capacity for this trace)")
+    add_cluster_args(p, policies=False)
+    add_predictor_args(p)
+    p.add_argument("--short-quantile", type=float, default=0.5)
+    p.add_argument("--out", type=output_file, help="write the sweep table to this CSV")
+    p.set_defaults(func=run, qps=None, dispatch="rr", queue="fcfs")
+
+    o = subparsers.add_parser("outlets-preset", help="the OUTLETS preset: RR+FCFS, RR+SJF and LB+SJF on 1 prefill + "
+                              "3 decode instances, short prompts (and long outputs), over seeds with 95%% CIs")
+    add_trace_args(o)
+    o.add_argument("--requests", type=int, default=1914, help="requests drawn from the trace (default 1914)")
+    o.add_argument("--qps", type=float, help="offered load (default: 4x the cluster's estimated capacity)")
+    o.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (arrivals, predictor noise; default 5)")
+    o.add_argument("--min-output-tokens", type=int, default=100, help="decode-bound workload: keep outputs of at "
+                   "least this many tokens (default 100; 0 keeps all)")
+    add_predictor_args(o)
+    o.add_argument("--short-quantile", type=float, default=0.5)
+    o.set_defaults(func=run_preset)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cache.store import Store
+    from lenscope.jobs.qps_sweep import (
+        SATURATION_GROWTH,
+        SATURATION_SERVED,
+        default_qps,
+        parse_policies,
+        parse_qps,
+        qps_sweep,
+        saturation_points,
+        saturation_text,
+    )
+
+    store = Store()
+    if args.dataset:
+        args.qps = 1.0  # the app's runs get arrivals here; every sweep point re-times them
+    trace = trace_from(args, store)
+    spec, base = spec_from(args, store), config_from(args)
+    policies = parse_policies(args.policies)
+    qps_values = parse_qps(args.qps_values) if args.qps_values else default_qps(trace, base)
+    bars = PhaseBars()
+    try:
+        sweep = qps_sweep(store, trace, spec, base, policies, qps_values, args.seed, args.short_quantile, bars)
+    finally:
+        bars.close()
+    print(f"{len(trace)} requests | {spec.label()} | cluster {base.label().split(' ', 1)[1]}")
+    table = sweep[["policy", "qps", "mean_jct_s", "all_e2e_p50_s", "all_e2e_p99_s", "short_e2e_p99_s",
+                   "all_ttft_p99_s", "throughput_tok_s", "backlog_growth", "served_fraction", "saturated"]]
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    print(f"saturated: the last quarter of arrivals finds > {SATURATION_GROWTH:g} x as many requests in the system as "
+          f"the second quarter, and the served rate is < {SATURATION_SERVED:g} x the offered one")
+    for line in saturation_text(saturation_points(sweep), qps_values):
+        print(f"  {line}")
+    if args.out:
+        sweep.to_csv(args.out, index=False)
+        print(f"sweep table -> {args.out}")
+    return 0
+
+
+def run_preset(args: argparse.Namespace) -> int:
+    from analysis.serving.engine import SimConfig
+    from cache.store import Store
+    from lenscope.jobs.serving import format_seed_table, outlets_preset, preset_seed_table
+
+    if args.seeds < 1:
+        raise ValueError("--seeds must be at least 1")
+    store = Store()
+    qps, args.qps = args.qps, 1.0 if args.dataset else None  # the trace's own arrivals are replaced anyway
+    trace = trace_from(args, store)
+    spec = spec_from(args, store)
+    bars = PhaseBars()
+    try:
+        preset = outlets_preset(store, trace, spec, SimConfig(cost=cost_from(args), seed=args.seed), args.requests, qps,
+                                args.short_quantile, bars, args.seeds, args.min_output_tokens or None)
+    finally:
+        bars.close()
+    print(f"OUTLETS preset | {spec.label()} | {preset.note}")
+    print(format_seed_table(preset_seed_table(preset.per_seed)).to_string(index=False))
+    print("means over seeds [95% bootstrap CI over seeds]; changes paired by seed")
+    return 0

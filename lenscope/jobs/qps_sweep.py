@@ -1,0 +1,96 @@
+"""QPS sweep: the latency-vs-load curve of several dispatch+queue policies on one trace, and where each saturates.
+
+Every point replays the trace's requests re-timed as a Poisson process at that QPS (seeded) through ``run_simulation``,
+so each point is memoised in the store. A point is *saturated* when the backlog keeps growing while requests arrive
+(:func:`analysis.serving.metrics.backlog_growth`, requests in the system found by the last quarter of arrivals over
+those found by the second quarter, above :data:`SATURATION_GROWTH`) and the cluster serves less than
+:data:`SATURATION_SERVED` of the offered rate (:func:`analysis.serving.metrics.served_fraction`). Either alone misfires
+on finite runs: the backlog growth on the random swings of a queue near (but under) its capacity, the served fraction
+on short traces of long requests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.core.progress import Progress, no_progress
+from analysis.serving.engine import SimConfig
+from analysis.serving.metrics import backlog_growth, served_fraction
+from analysis.serving.policies import DISPATCHERS, QUEUE_POLICIES
+from analysis.serving.traces import poisson_retime
+from cache.store import Store
+from lenscope.jobs.serving import PredictorSpec, policy_label, run_simulation, saturating_qps
+
+SATURATION_GROWTH = 1.25
+SATURATION_SERVED = 0.9
+LOAD_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # default sweep, in units of the estimated capacity
+SWEEP_METRICS = ("mean_jct_s", "all_e2e_p50_s", "all_e2e_p99_s", "short_e2e_p99_s", "all_ttft_p99_s",
+                 "throughput_tok_s")
+
+
+def parse_policies(text: str) -> list[tuple[str, str]]:
+    """``dispatch+queue`` pairs from comma-separated text such as ``rr+fcfs,lb+sjf``."""
+    pairs = []
+    for part in (p.strip().lower() for p in text.split(",") if p.strip()):
+        dispatch, sep, queue = part.partition("+")
+        if not sep or dispatch not in DISPATCHERS or queue not in QUEUE_POLICIES:
+            raise ValueError(f"policies are DISPATCH+QUEUE pairs (dispatch {', '.join(DISPATCHERS)}; queue "
+                             f"{', '.join(QUEUE_POLICIES)}), not {part!r}")
+        pairs.append((dispatch, queue))
+    if not pairs:
+        raise ValueError("give at least one DISPATCH+QUEUE policy pair")
+    return pairs
+
+
+def parse_qps(text: str) -> list[float]:
+    """Positive QPS values from comma-separated numbers, sorted."""
+    try:
+        values = sorted({float(x) for x in text.split(",") if x.strip()})
+    except ValueError as exc:
+        raise ValueError(f"QPS values must be comma-separated numbers, not {text!r}") from exc
+    if not values or values[0] <= 0:
+        raise ValueError("give at least one QPS value, all positive")
+    return values
+
+
+def default_qps(trace: pd.DataFrame, config: SimConfig) -> list[float]:
+    """:data:`LOAD_FACTORS` times the cluster's estimated capacity for this trace's lengths (3 significant digits)."""
+    capacity = saturating_qps(trace, config, factor=1.0)
+    return [float(f"{f * capacity:.3g}") for f in LOAD_FACTORS]
+
+
+def qps_sweep(store: Store, trace: pd.DataFrame, spec: PredictorSpec, base: SimConfig,
+              policies: list[tuple[str, str]], qps_values: list[float], seed: int = 0, short_quantile: float = 0.5,
+              on_progress: Progress = no_progress) -> pd.DataFrame:
+    """One row per (policy, QPS): the headline latencies, throughput, latency growth and whether it saturated."""
+    rows, total = [], len(policies) * len(qps_values)
+    for qps in qps_values:
+        timed = poisson_retime(trace, qps, seed)
+        for dispatch, queue in policies:
+            outcome = run_simulation(store, timed, spec, base.with_(dispatch=dispatch, queue=queue), short_quantile)
+            growth = backlog_growth(outcome.requests)
+            served = served_fraction(float(timed["arrival_s"].max() - timed["arrival_s"].min()),
+                                     outcome.summary["makespan_s"])
+            rows.append({"policy": policy_label(dispatch, queue), "qps": qps,
+                         **{m: outcome.summary[m] for m in SWEEP_METRICS}, "backlog_growth": growth,
+                         "served_fraction": served,
+                         "saturated": growth > SATURATION_GROWTH and served < SATURATION_SERVED})
+            on_progress(len(rows), total, "sweep points")
+    return pd.DataFrame(rows).sort_values(["policy", "qps"], kind="stable").reset_index(drop=True)
+
+
+def saturation_points(sweep: pd.DataFrame) -> dict[str, float | None]:
+    """Per policy: the lowest swept QPS that saturated it (None: none did)."""
+    out = {}
+    for policy, rows in sweep.groupby("policy", sort=False):
+        saturated = rows.loc[rows["saturated"], "qps"]
+        out[policy] = float(saturated.min()) if len(saturated) else None
+    return out
+
+
+def saturation_text(points: dict[str, float | None], qps_values: list[float]) -> list[str]:
+    """One line per policy saying where it saturates."""
+    top = float(np.max(qps_values))
+    return [f"{policy}: saturates at {qps:g} QPS" if qps is not None else f"{policy}: keeps up to {top:g} QPS"
+            for policy, qps in points.items()]
