@@ -43,6 +43,12 @@ def register(subparsers) -> None:
                         "target's layers (needs the model), equal to --layer only through the pooling")
     p.add_argument("--heads", default="egtp,mean", help="static heads to attribute (trained by train-egtp)")
     p.add_argument("--bootstrap", type=int, default=1000)
+    p.add_argument("--evidence", action="store_true",
+                   help="the reviewer's test instead: a learned attention-pooling head (no entropy in its path) "
+                        "beside the mean and EGTP heads, every importance measure x control with CIs, the "
+                        "permutation null and a verdict (stored)")
+    p.add_argument("--epochs", type=int, default=60, help="attention-head training epochs (with --evidence)")
+    p.add_argument("--permutations", type=int, default=200, help="within-run entropy shuffles (with --evidence)")
     add_censoring_arg(p)
     p.set_defaults(func=run_attribution)
 
@@ -100,6 +106,8 @@ def run_attribution(args: argparse.Namespace) -> int:
     from lenscope.jobs.egtp import run_attribution as job
 
     torch.set_num_threads(1)
+    if args.evidence:
+        return _run_evidence(args)
     attr_layer = args.layer if args.attr_layer is None else args.attr_layer
     model = load_target(args).model if attr_layer < args.layer else None
     bars = PhaseBars()
@@ -115,4 +123,30 @@ def run_attribution(args: argparse.Namespace) -> int:
               f"Pearson {s['pearson']:.3f} [{s['pearson_ci'][0]:.3f}, {s['pearson_ci'][1]:.3f}], "
               f"Spearman {s['spearman']:.3f} [{s['spearman_ci'][0]:.3f}, {s['spearman_ci'][1]:.3f}], "
               f"{s['n_tokens']} tokens / {s['n_runs']} runs")
+    return 0
+
+
+def _run_evidence(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from cache.store import Store
+    from lenscope.jobs.attribution_evidence import attribution_evidence
+
+    bars = PhaseBars()
+    try:
+        payload = attribution_evidence(Store(), args.dataset, args.layer, args.epochs, args.include_censored,
+                                       args.bootstrap, args.permutations, on_progress=bars)
+    finally:
+        bars.close()
+    table = pd.DataFrame(payload["table"])
+    table["r [95% CI]"] = [f"{r.pearson:.3f} [{r.pearson_lo:.3f}, {r.pearson_hi:.3f}]" for r in table.itertuples()]
+    table["Spearman [95% CI]"] = [f"{r.spearman:.3f} [{r.spearman_lo:.3f}, {r.spearman_hi:.3f}]"
+                                  for r in table.itertuples()]
+    runs = payload["runs"]
+    print(f"attribution evidence, dataset {args.dataset!r}, layer {payload['layer']} (test split: {runs['test']} runs; "
+          f"attention head trained on {runs['train']}, epoch chosen on {runs['val']}):")
+    print(table[["head", "measure", "control", "r [95% CI]", "Spearman [95% CI]", "n_tokens", "n_runs",
+                 "by_construction"]].to_string(index=False))
+    print(f"paper: Pearson r = {payload['paper_pearson']}")
+    print(f"verdict: {payload['verdict']}")
     return 0
