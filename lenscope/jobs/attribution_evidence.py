@@ -9,7 +9,6 @@ runs and the static heads they read.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import pandas as pd
@@ -19,7 +18,7 @@ from analysis.core.progress import Progress, no_progress
 from analysis.egtp.attention_head import train_attention_head
 from analysis.egtp.evidence import RunArrays, head_evidence, verdict
 from analysis.egtp.training import HeadConfig
-from cache.store import Store
+from cache.store import Store, text_hash
 from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import PAPER_PEARSON, STATIC_KIND, load_predictor, predictor_name
 
@@ -30,7 +29,7 @@ STATIC_HEADS = ("mean", "egtp")
 def evidence_config(dataset: str, layer: int, run_ids: Sequence[int], static_ids: dict[str, int], epochs: int,
                     n_boot: int, n_perm: int) -> dict:
     """What the stored table depends on: the runs (by a digest of their ids) and the static heads it read."""
-    digest = hashlib.sha256(",".join(map(str, sorted(run_ids))).encode()).hexdigest()[:16]
+    digest = text_hash(",".join(map(str, sorted(run_ids))))[:16]
     return {"dataset": dataset, "layer": layer, "runs": digest, "static_heads": static_ids, "epochs": epochs,
             "n_boot": n_boot, "n_perm": n_perm}
 
