@@ -6,7 +6,8 @@ runs, what is partialled out, and the permutation null.
   (:func:`content_tokens`).
 * **Normalisation within a run.** ``I'_t = I_t / mean_run(I)`` (= ``T * I_t / sum_run I``): relative
   importance, mean 1 in every run, so neither a run's error ``y_hat - y`` (which scales all its gradients) nor
-  its token count sets the level of its tokens in the pooled correlation (:func:`normalise_within_run`).
+  its token count sets the level of its tokens in the pooled correlation (:func:`normalise_within_run`). A run
+  whose importance is flat (within float32 rounding) says nothing about which token matters and is left out.
 * **Per-run correlation.** Pearson / Spearman of entropy and importance inside each run (runs with at least
   3 tokens and both variables varying; unchanged by the normalisation), averaged over runs
   (:func:`per_run_correlations`).
@@ -59,11 +60,17 @@ def content_tokens(run_id: int, hidden: np.ndarray, entropy: np.ndarray, content
                      np.arange(c, t, dtype=float), np.log(np.maximum(norm, 1e-12)))
 
 
+# Importances are computed in float32: a spread below this share of their magnitude is rounding, not signal.
+FLOAT32_NOISE = 1e-5
+
+
 def normalise_within_run(importance: np.ndarray) -> np.ndarray:
-    """``I_t / mean(I)`` over one run's tokens (NaN everywhere when the mean is 0)."""
+    """``I_t / mean(I)`` over one run's tokens; NaN everywhere when the mean is 0 or the importances do not
+    vary beyond float32 rounding (e.g. a mean-pooling head at its own layer: the run says nothing about which
+    token matters)."""
     x = np.asarray(importance, dtype=float)
     m = x.mean()
-    return x / m if m != 0 else np.full_like(x, np.nan)
+    return x / m if m != 0 and varies(x, FLOAT32_NOISE) else np.full_like(x, np.nan)
 
 
 def residualise(y: np.ndarray, covariates: np.ndarray) -> np.ndarray:

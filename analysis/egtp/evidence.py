@@ -47,13 +47,15 @@ COLUMNS = ("head", "layer", "path", "by_construction", "measure", "control", "pe
 @dataclass(frozen=True)
 class RunArrays:
     """One run as the attribution reads it: ``hidden`` [T, d] at the head's layer and ``entropy`` [T] over the
-    whole prompt, the first pooled token ``content_start``, and the true output length."""
+    whole prompt, the first pooled token ``content_start``, the true output length, and (for display) the
+    prompt's token strings."""
 
     run_id: int
     hidden: torch.Tensor
     entropy: torch.Tensor
     content_start: int
     true_length: float
+    tokens: tuple[str, ...] = ()
 
 
 def _row(measure: str, control: str, pearson: Estimate, spearman: Estimate, n_tokens: int) -> dict:
@@ -123,22 +125,33 @@ def evidence_table(runs: Sequence[RunTokens], *, head: str, layer: int | None, p
     return frame[list(COLUMNS)]
 
 
-def head_evidence(runs: Sequence[RunArrays], head: AttentionPoolingHead | SoftLabelHead, *, name: str,
-                  layer: int | None, pooling: str = "mean", alpha: float = 1.0, ig_steps: int = 32,
-                  n_boot: int = 1000, n_perm: int = 200, level: float = 0.95, seed: int = 0,
-                  on_progress: Progress = no_progress) -> pd.DataFrame:
-    """:func:`evidence_table` of ``head`` at its own input (path ``head input``): importances of the pooled
-    tokens of each run by :func:`analysis.egtp.importance.head_importances`. A :class:`SoftLabelHead` with
-    ``pooling="egtp"`` is flagged ``by_construction``."""
+def head_tokens(runs: Sequence[RunArrays], head: AttentionPoolingHead | SoftLabelHead, *, name: str,
+                pooling: str = "mean", alpha: float = 1.0, ig_steps: int = 32,
+                on_progress: Progress = no_progress) -> list[RunTokens]:
+    """The pooled tokens of each run with every importance of ``head`` at its own input
+    (:func:`analysis.egtp.importance.head_importances`)."""
     tokens = []
     for i, run in enumerate(runs):
         c = run.content_start
         imp = head_importances(head, run.hidden[c:], run.entropy[c:], run.true_length, pooling, alpha, ig_steps)
         tokens.append(content_tokens(run.run_id, run.hidden.float().numpy(), run.entropy.float().numpy(), c, imp))
         on_progress(i + 1, len(runs), f"attribution ({name})")
+    return tokens
+
+
+def head_evidence(runs: Sequence[RunArrays], head: AttentionPoolingHead | SoftLabelHead, *, name: str,
+                  layer: int | None, pooling: str = "mean", alpha: float = 1.0, ig_steps: int = 32,
+                  n_boot: int = 1000, n_perm: int = 200, level: float = 0.95, seed: int = 0,
+                  on_progress: Progress = no_progress) -> tuple[pd.DataFrame, list[RunTokens]]:
+    """:func:`evidence_table` of ``head`` at its own input (path ``head input``) and the per-token importances
+    it was computed from (:func:`head_tokens`). A :class:`SoftLabelHead` with ``pooling="egtp"`` is flagged
+    ``by_construction``."""
+    tokens = head_tokens(runs, head, name=name, pooling=pooling, alpha=alpha, ig_steps=ig_steps,
+                         on_progress=on_progress)
     egtp = isinstance(head, SoftLabelHead) and pooling == "egtp"
-    return evidence_table(tokens, head=name, layer=layer, path="head input", by_construction=egtp, n_boot=n_boot,
-                          n_perm=n_perm, level=level, seed=seed)
+    table = evidence_table(tokens, head=name, layer=layer, path="head input", by_construction=egtp, n_boot=n_boot,
+                           n_perm=n_perm, level=level, seed=seed)
+    return table, tokens
 
 
 def _ci(row: pd.Series) -> str:

@@ -127,9 +127,8 @@ def run_attribution(args: argparse.Namespace) -> int:
 
 
 def _run_evidence(args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from cache.store import Store
+    from lenscope.figures.attribution_evidence import evidence_display
     from lenscope.jobs.attribution_evidence import attribution_evidence
 
     bars = PhaseBars()
@@ -138,15 +137,12 @@ def _run_evidence(args: argparse.Namespace) -> int:
                                        args.bootstrap, args.permutations, on_progress=bars)
     finally:
         bars.close()
-    table = pd.DataFrame(payload["table"])
-    table["r [95% CI]"] = [f"{r.pearson:.3f} [{r.pearson_lo:.3f}, {r.pearson_hi:.3f}]" for r in table.itertuples()]
-    table["Spearman [95% CI]"] = [f"{r.spearman:.3f} [{r.spearman_lo:.3f}, {r.spearman_hi:.3f}]"
-                                  for r in table.itertuples()]
     runs = payload["runs"]
-    print(f"attribution evidence, dataset {args.dataset!r}, layer {payload['layer']} (test split: {runs['test']} runs; "
-          f"attention head trained on {runs['train']}, epoch chosen on {runs['val']}):")
-    print(table[["head", "measure", "control", "r [95% CI]", "Spearman [95% CI]", "n_tokens", "n_runs",
-                 "by_construction"]].to_string(index=False))
+    print(f"attribution evidence, dataset {args.dataset!r}, layer {payload['layer']}, importances at each head's "
+          f"input (test split: {runs['test']} runs; attention head trained on {runs['train']}, epoch chosen on "
+          f"{runs['val']}):")
+    table = evidence_display(payload["table"], payload["paper_pearson"])
+    print(table.drop(columns=["layer", "path"]).to_string(index=False))
     print(f"paper: Pearson r = {payload['paper_pearson']}")
     print(f"verdict: {payload['verdict']}")
     return 0

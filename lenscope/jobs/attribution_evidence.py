@@ -9,6 +9,7 @@ runs and the static heads they read.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pandas as pd
@@ -16,22 +17,32 @@ import torch
 
 from analysis.core.progress import Progress, no_progress
 from analysis.egtp.attention_head import train_attention_head
+from analysis.egtp.controls import RunTokens
 from analysis.egtp.evidence import RunArrays, head_evidence, verdict
 from analysis.egtp.training import HeadConfig
 from cache.store import Store, text_hash
+from lenscope.jobs.claims import dataset_predictors
 from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import PAPER_PEARSON, STATIC_KIND, load_predictor, predictor_name
 
 EVIDENCE_KIND = "attribution_evidence"
 STATIC_HEADS = ("mean", "egtp")
+ATTENTION_HEAD = "attention pooling (learned)"
+# Version of the payload's layout; a stored result of another layout is computed again.
+PAYLOAD_FORMAT = 2
+
+
+def _runs_digest(run_ids: Sequence[int]) -> str:
+    return text_hash(",".join(map(str, sorted(run_ids))))[:16]
 
 
 def evidence_config(dataset: str, layer: int, run_ids: Sequence[int], static_ids: dict[str, int], epochs: int,
-                    n_boot: int, n_perm: int) -> dict:
-    """What the stored table depends on: the runs (by a digest of their ids) and the static heads it read."""
-    digest = text_hash(",".join(map(str, sorted(run_ids))))[:16]
-    return {"dataset": dataset, "layer": layer, "runs": digest, "static_heads": static_ids, "epochs": epochs,
-            "n_boot": n_boot, "n_perm": n_perm}
+                    n_boot: int, n_perm: int, include_censored: bool) -> dict:
+    """What the stored table depends on: the runs (by a digest of their ids), the static heads it read and the
+    settings."""
+    return {"dataset": dataset, "layer": layer, "runs": _runs_digest(run_ids), "static_heads": static_ids,
+            "epochs": epochs, "n_boot": n_boot, "n_perm": n_perm, "include_censored": include_censored,
+            "format": PAYLOAD_FORMAT}
 
 
 def load_run_arrays(store: Store, run_ids: Sequence[int], layer: int, label: str,
@@ -42,16 +53,34 @@ def load_run_arrays(store: Store, run_ids: Sequence[int], layer: int, label: str
         run = store.load_run(int(run_id), layers=[layer])
         p = run.prompt_len
         out.append(RunArrays(int(run_id), run.features.hidden[layer][:p].float(), run.features.entropy[:p].float(),
-                             run.content_start, float(run.output_length)))
+                             run.content_start, float(run.output_length), tuple(run.features.tokens[:p])))
         on_progress(i + 1, len(run_ids), f"loading {label} runs")
     return out
 
 
+def stored_evidence(store: Store, dataset: str, layer: int) -> tuple[dict, dict] | None:
+    """(config, payload) of the newest evidence stored for ``dataset`` at ``layer`` on its runs and static heads
+    as they are now, whatever its settings; None if there is none (nothing is computed)."""
+    ids = dataset_predictors(store, dataset)
+    static = {h: ids.get(predictor_name(STATIC_KIND, dataset, layer, h)) for h in STATIC_HEADS}
+    if None in static.values():
+        return None
+    digests = {censored: _runs_digest(dataset_runs(store, dataset, censored)["run_id"].tolist())
+               for censored in (False, True)}
+    stored = store.results_frame(EVIDENCE_KIND)  # newest first
+    for config, payload in zip(stored["config"], stored["payload"]):
+        if (config.get("format") == PAYLOAD_FORMAT and config["dataset"] == dataset and config["layer"] == layer
+                and config["static_heads"] == static and config["runs"] == digests[config["include_censored"]]):
+            return config, payload
+    return None
+
+
 def attribution_evidence(store: Store, dataset: str, layer: int, epochs: int = 60, include_censored: bool = False,
                          n_boot: int = 1000, n_perm: int = 200, on_progress: Progress = no_progress) -> dict:
-    """The evidence payload (``table`` rows, ``verdict``, ``paper_pearson``, run counts) of ``dataset`` at
-    ``layer``, computed once and kept as an ``attribution_evidence`` result. The static heads must be trained
-    (`python -m lenscope train-egtp`); the attention head is trained here."""
+    """The evidence payload of ``dataset`` at ``layer``: ``table`` rows, ``verdict``, ``paper_pearson``, run
+    counts, and ``test_tokens`` (every test run's pooled tokens with their entropy and each head's importances,
+    see :func:`token_records`), computed once and kept as an ``attribution_evidence`` result. The static heads
+    must be trained (`python -m lenscope train-egtp`); the attention head is trained here."""
     runs = dataset_runs(store, dataset, include_censored)
     split = {s: runs.loc[runs["split"] == s, "run_id"].astype(int).tolist() for s in ("train", "val", "test")}
     if not split["test"] or not split["train"]:
@@ -60,7 +89,7 @@ def attribution_evidence(store: Store, dataset: str, layer: int, epochs: int = 6
     static = {h: load_predictor(store, STATIC_KIND, predictor_name(STATIC_KIND, dataset, layer, h))
               for h in STATIC_HEADS}
     config = evidence_config(dataset, layer, runs["run_id"].tolist(), {h: s[2] for h, s in static.items()}, epochs,
-                             n_boot, n_perm)
+                             n_boot, n_perm, include_censored)
     cached = store.get_result(EVIDENCE_KIND, config)
     if cached is not None:
         return cached
@@ -70,17 +99,35 @@ def attribution_evidence(store: Store, dataset: str, layer: int, epochs: int = 6
                                   HeadConfig(epochs=epochs),
                                   on_epoch=lambda e, n, _: on_progress(e, n, "training the attention head"))
     options = {"layer": layer, "n_boot": n_boot, "n_perm": n_perm, "on_progress": on_progress}
-    tables = [head_evidence(test, result.head, name="attention pooling (learned)", **options)]
+    evidence = {ATTENTION_HEAD: head_evidence(test, result.head, name=ATTENTION_HEAD, **options)}
     for name, (head, meta, _) in static.items():
-        tables.append(head_evidence(test, head, name=f"{name} pooling", pooling=meta["pooling"], alpha=meta["alpha"],
-                                    **options))
-    table = pd.concat(tables, ignore_index=True)
+        evidence[f"{name} pooling"] = head_evidence(test, head, name=f"{name} pooling", pooling=meta["pooling"],
+                                                    alpha=meta["alpha"], **options)
+    table = pd.concat([t for t, _ in evidence.values()], ignore_index=True)
     records = table.astype(object).where(table.notna(), None).to_dict("records")  # JSON: no NaN (PostgreSQL)
     payload = {"table": records, "verdict": verdict(table, PAPER_PEARSON),
                "paper_pearson": PAPER_PEARSON, "layer": layer,
-               "runs": {s: len(ids) for s, ids in split.items()}, "attention_best_epoch": result.best_epoch}
+               "runs": {s: len(ids) for s, ids in split.items()}, "attention_best_epoch": result.best_epoch,
+               "test_tokens": token_records(test, {name: tokens for name, (_, tokens) in evidence.items()})}
     store.put_result(EVIDENCE_KIND, f"attribution evidence {dataset} L{layer}", config, payload)
     return payload
+
+
+def _rounded(values) -> list[float | None]:
+    return [float(f"{v:.4g}") if math.isfinite(v) else None for v in map(float, values)]
+
+
+def token_records(runs: Sequence[RunArrays], tokens: dict[str, list[RunTokens]]) -> list[dict]:
+    """Per test run, what the page draws: ``run_id``, ``output_length``, the pooled ``tokens`` and their
+    ``entropy``, and ``importance[head][measure]`` per token (4 significant digits, None for a non-finite value)."""
+    records = []
+    for i, run in enumerate(runs):
+        first = tokens[next(iter(tokens))][i]
+        records.append({"run_id": run.run_id, "output_length": run.true_length,
+                        "tokens": list(run.tokens[run.content_start:]), "entropy": _rounded(first.entropy),
+                        "importance": {head: {m: _rounded(v) for m, v in per_run[i].importance.items()}
+                                       for head, per_run in tokens.items()}})
+    return records
 
 
 def _lengths(runs: Sequence[RunArrays]) -> torch.Tensor:

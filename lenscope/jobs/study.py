@@ -44,8 +44,10 @@ CLAIMS_KIND = "study_claims"
 PRESET_KIND = "study_preset"
 SHIPPED = REPO_ROOT / "data" / "generations"
 # Drafter variants per size: the starter trains only the OUTLETS drafter (the ablations need the full study).
-DRAFTER_VARIANTS = {"tiny": ("outlets", "lp-only", "sd-only"), "starter": ("outlets",),
-                    "full": ("outlets", "lp-only", "sd-only")}
+# The ablations train after the claims, which do not read them.
+DRAFTER_ABLATIONS = ("lp-only", "sd-only")
+DRAFTER_VARIANTS = {"tiny": ("outlets", *DRAFTER_ABLATIONS), "starter": ("outlets",),
+                    "full": ("outlets", *DRAFTER_ABLATIONS)}
 
 
 @dataclass(frozen=True)
@@ -182,10 +184,11 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
              lambda cb: train_probe_job(store, dataset, probe_layer, epochs=epochs["probe"],
                                         include_censored=censored, on_progress=cb)),
     ]
-    steps += [Step(f"drafter {variant}", lambda v=variant: fresh(drafter_name(dataset, v)),
-                   lambda cb, v=variant: train_drafter_job(store, target, dataset, v, epochs["drafter"],
-                                                           include_censored=censored, on_progress=cb))
-              for variant in DRAFTER_VARIANTS[size]]
+    drafters = [Step(f"drafter {variant}", lambda v=variant: fresh(drafter_name(dataset, v)),
+                     lambda cb, v=variant: train_drafter_job(store, target, dataset, v, epochs["drafter"],
+                                                             include_censored=censored, on_progress=cb))
+                for variant in DRAFTER_VARIANTS[size]]
+    steps.append(drafters[0])  # the OUTLETS drafter: the claims and the scheduler preset read it
     steps.append(Step("baselines (SSJF, S3, TRAIL, PiA, LTR)",
                       lambda: all(fresh(baseline_name(b, dataset)) for b in BASELINES),
                       lambda cb: train_baselines(store, dataset, BASELINES, target, include_censored=censored,
@@ -196,11 +199,13 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     steps.append(Step("claims", lambda: (stored_claims(store, dataset) or {}).get("predictor_ids")
                       == _predictor_ids(store, dataset),
                       lambda cb: _store_claims(store, dataset, layer, probe_layer)))
-    return steps
+    return steps + drafters[1:]  # the drafter ablations last: the claims do not read them
 
 
 def _predictor_ids(store: Store, dataset: str) -> list[int]:
-    return sorted(dataset_predictors(store, dataset).values())
+    """Ids of the predictors the claims judge: all of the dataset's but the drafter ablations."""
+    ablations = {drafter_name(dataset, v) for v in DRAFTER_ABLATIONS}
+    return sorted(pid for name, pid in dataset_predictors(store, dataset).items() if name not in ablations)
 
 
 def preset_config(store: Store, dataset: str) -> dict:

@@ -31,7 +31,9 @@ def trained_dir(tmp_path_factory, target):
                         GenerationSettings(8, 0.7, 1.0, 0))
         codes = [main(["train-egtp", "--dataset", "tiny", "--epochs", "3", "--include-censored"]),
                  main(["train-plp", "--dataset", "tiny", "--epochs", "2", "--include-censored"]),
-                 main(["attribution", "--dataset", "tiny", "--bootstrap", "50", "--include-censored"])]
+                 main(["attribution", "--dataset", "tiny", "--bootstrap", "50", "--include-censored"]),
+                 main(["attribution", "--dataset", "tiny", "--evidence", "--epochs", "3", "--bootstrap", "50",
+                       "--permutations", "20", "--include-censored"])]
         yield path, codes
 
 
@@ -54,7 +56,7 @@ def test_cli_trains_and_stores_everything(trained_dir, use_dir):
     from cache.store import Store
 
     store = Store()
-    assert codes == [0, 0, 0]
+    assert codes == [0, 0, 0, 0]
     static = store.predictors_frame(STATIC_KIND)
     assert sorted(static["name"]) == sorted(f"{STATIC_KIND}-{p}-tiny-L30" for p in ("egtp", "mean", "max", "last"))
     preds = store.predictions_frame(int(static["predictor_id"].iloc[0]))
@@ -98,9 +100,17 @@ def test_pages_render_with_data(trained_dir, use_dir):
 
     at = open_page("pages/2_Attribution.py").run()
     assert not at.exception
+    assert at.info[0].value.startswith("**Verdict.** attention pooling (learned) head")
+    evidence = at.dataframe[0].value
+    assert {"attention pooling (learned)", "mean pooling", "egtp pooling"} < set(evidence["head"])
+    assert evidence["note"].str.contains("true by construction").any()
+    assert evidence.iloc[-1]["Pearson r [95% CI]"] == "0.451"
+    assert len(at.get("plotly_chart")) == 2  # the evidence scatter and one test prompt's bars
+    at.selectbox(key="evidence_head").set_value("mean pooling").run()
+    assert not at.exception and any("does not vary within runs" in w.value for w in at.warning)
     at.sidebar.number_input[2].set_value(30).run()
-    assert not at.exception and len(at.get("plotly_chart")) == 2
-    assert any("0.451" in str(row) for row in at.dataframe[0].value.to_dict("records"))
+    assert not at.exception and len(at.get("plotly_chart")) == 3
+    assert any("0.451" in str(row) for row in at.dataframe[1].value.to_dict("records"))
 
     at = open_page("pages/3_Remaining_length.py").run()
     assert not at.exception and len(at.get("plotly_chart")) == 1

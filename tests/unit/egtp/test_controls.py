@@ -35,6 +35,8 @@ def test_normalisation_divides_by_the_run_mean_and_removes_the_run_scale():
     x = np.array([0.2, 0.7, 0.1, 4.0])
     assert normalise_within_run(1e4 * x) == pytest.approx(normalise_within_run(x))
     assert np.isnan(normalise_within_run(np.zeros(3))).all()
+    flat = np.float32(0.009105) * (1 + np.array([0, 1e-7, -1e-7], dtype=np.float32))  # float32 rounding only
+    assert np.isnan(normalise_within_run(flat)).all() and np.isnan(normalise_within_run(np.ones(1))).all()
 
 
 def test_partial_correlation_removes_a_shared_driver():

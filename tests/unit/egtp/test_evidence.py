@@ -69,7 +69,9 @@ def test_the_head_learns_the_planted_length(planted):
 
 def test_planted_signal_is_found_beyond_the_null(planted):
     head, test = planted
-    table = head_evidence(test, head, name="attention", layer=5, **STATS)
+    table, tokens = head_evidence(test, head, name="attention", layer=5, **STATS)
+    assert [t.run_id for t in tokens] == [r.run_id for r in test]
+    assert all(len(t.importance["attention"]) == len(r.entropy) - r.content_start for t, r in zip(tokens, test))
     assert list(table.columns) == list(COLUMNS)
     assert set(table["control"]) == set(CONTROLS)
     assert set(table["measure"]) == {"gradient", "grad_x_act", "integrated_gradients", "attention"}
@@ -86,7 +88,7 @@ def test_planted_signal_is_found_beyond_the_null(planted):
 
 def test_shuffled_entropies_show_no_correlation(planted):
     head, test = planted
-    table = head_evidence(_shuffled(test, 5), head, name="attention", layer=5, **STATS).set_index(
+    table = head_evidence(_shuffled(test, 5), head, name="attention", layer=5, **STATS)[0].set_index(
         ["measure", "control"])
     for measure in ("gradient", "attention"):
         obs = table.loc[(measure, "run-normalised")]
@@ -99,7 +101,7 @@ def test_egtp_at_its_own_layer_is_kept_apart_as_true_by_construction(planted):
     torch.manual_seed(0)
     x = torch.stack([r.hidden[r.content_start:].mean(0) for r in test])
     egtp = train_head(x, _lengths(test), config=HeadConfig(hidden=8, epochs=2)).head
-    table = head_evidence(_shuffled(test, 6)[:10], egtp, name="egtp", layer=5, pooling="egtp", **STATS)
+    table, _ = head_evidence(_shuffled(test, 6)[:10], egtp, name="egtp", layer=5, pooling="egtp", **STATS)
     assert table["by_construction"].all() and table["path"].eq("head input").all()
     assert table.set_index(["measure", "control"]).loc[("gradient", "per-run mean"), "spearman"] > 0.99
     with pytest.raises(ValueError, match="by-construction"):
@@ -111,7 +113,7 @@ def test_a_mean_pooling_head_at_its_own_layer_is_not_testable(planted):
     mean = SoftLabelHead(6, train_head(torch.randn(8, 6), torch.arange(8.0) + 5, config=HeadConfig(
         hidden=8, epochs=1)).head.bins, hidden=8).eval()
     mean.fit_scaler(torch.randn(8, 6))
-    table = head_evidence(test[:10], mean, name="mean", layer=5, pooling="mean", **STATS)
+    table, _ = head_evidence(test[:10], mean, name="mean", layer=5, pooling="mean", **STATS)
     assert "not testable" in verdict(table)
 
 

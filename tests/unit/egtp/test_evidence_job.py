@@ -30,9 +30,25 @@ def test_the_learned_attention_head_finds_the_planted_entropy_signal_and_the_res
     test = rows.set_index("control").loc["run-normalised"]
     assert test.pearson_lo > 0  # the head attends to the high-entropy token that carries the length
     assert "the paper reports 0.451" in payload["verdict"] and payload["paper_pearson"] == 0.451
+    records = payload["test_tokens"]
+    assert len(records) == payload["runs"]["test"]
+    n_tokens = sum(len(r["entropy"]) for r in records)
+    assert (table.loc[table["control"] == "raw", "n_tokens"] == n_tokens).all()
+    for record in records:
+        assert len(record["tokens"]) == len(record["entropy"]) and set(record["importance"]) == set(table["head"])
+        attention = record["importance"]["attention pooling (learned)"]
+        assert set(attention) == {"gradient", "grad_x_act", "integrated_gradients", "attention"}
+        assert all(len(v) == len(record["entropy"]) for v in attention.values())
+        assert sum(attention["attention"]) == pytest.approx(1, abs=1e-3)  # softmax weights over the pooled tokens
 
+    settings, stored = job.stored_evidence(planted, "syn", SYNTHETIC_LAYER)
+    assert stored == payload
+    assert (settings["epochs"], settings["n_perm"], settings["include_censored"]) == (40, 30, False)
+    assert job.stored_evidence(planted, "syn", SYNTHETIC_LAYER + 1) is None
     monkeypatch.setattr(job, "train_attention_head", lambda *a, **k: pytest.fail("recomputed a stored result"))
     assert job.attribution_evidence(planted, "syn", SYNTHETIC_LAYER, epochs=40, n_boot=100, n_perm=30) == payload
+    train_static(planted, "syn", config=HeadConfig(epochs=2, hidden=16))  # retrained heads: the evidence is stale
+    assert job.stored_evidence(planted, "syn", SYNTHETIC_LAYER) is None
 
 
 def test_static_heads_must_be_trained_first(store):
@@ -45,5 +61,6 @@ def test_cli_prints_the_table_the_paper_value_and_the_verdict(planted, capsys):
     assert main(["attribution", "--dataset", "syn", "--layer", str(SYNTHETIC_LAYER), "--evidence", "--epochs", "5",
                  "--bootstrap", "50", "--permutations", "20"]) == 0
     out = capsys.readouterr().out
-    assert "attention pooling (learned)" in out and "permutation null" in out and "r [95% CI]" in out
+    assert "attention pooling (learned)" in out and "permutation null" in out and "Pearson r [95% CI]" in out
+    assert "true by construction" in out
     assert "paper: Pearson r = 0.451" in out and "verdict: attention pooling (learned) head" in out

@@ -1,0 +1,89 @@
+"""Views of the attribution evidence (:mod:`lenscope.jobs.attribution_evidence`): the measure x control table,
+the dataset scatter of one measure, and one prompt's per-token bars."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+MEASURE_LABELS = {"gradient": "gradient norm ||dL/dh_t||", "grad_x_act": "gradient x activation |<g_t, h_t>|",
+                  "integrated_gradients": "Integrated Gradients |sum_d IG_t,d|",
+                  "attention": "learned attention weight a_t"}
+BY_CONSTRUCTION = "true by construction (the head reads entropy): not part of the test"
+
+
+def _ci(value, lo, hi) -> str:
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def evidence_display(rows: list[dict], paper_r: float) -> pd.DataFrame:
+    """Every head x measure x control with r and Spearman [95% CI] and token/run counts; the heads of the test
+    first, the by-construction head last and labelled, then the paper's r."""
+    table = pd.DataFrame(rows)
+    table = table.sort_values("by_construction", kind="stable")
+    shown = pd.DataFrame({
+        "head": table["head"], "layer": table["layer"], "path": table["path"], "measure": table["measure"],
+        "control": table["control"],
+        "Pearson r [95% CI]": [_ci(r.pearson, r.pearson_lo, r.pearson_hi) for r in table.itertuples()],
+        "Spearman [95% CI]": [_ci(r.spearman, r.spearman_lo, r.spearman_hi) for r in table.itertuples()],
+        "tokens": table["n_tokens"], "runs": table["n_runs"],
+        "note": [BY_CONSTRUCTION if r.by_construction else
+                 "null mean [central 95%]" if r.control == "permutation null" else "" for r in table.itertuples()],
+    })
+    paper = {"head": "paper (EGTP, Qwen2.5-7B, ForeLen)", "measure": "gradient", "control": "raw",
+             "Pearson r [95% CI]": f"{paper_r:.3f}", "note": "reference only: other model and data"}
+    out = pd.concat([shown, pd.DataFrame([paper])], ignore_index=True)
+    counts = ["layer", "tokens", "runs"]
+    out[counts] = out[counts].astype("Int64")
+    text = [c for c in out.columns if c not in counts]
+    out[text] = out[text].fillna("")
+    return out
+
+
+def relative(values: list[float | None]) -> np.ndarray:
+    """Importance divided by its run's mean (the test's normalisation); NaN where undefined."""
+    v = np.array([np.nan if x is None else x for x in values], dtype=float)
+    mean = np.nanmean(v) if np.isfinite(v).any() else np.nan
+    return v / mean if mean and np.isfinite(mean) else np.full_like(v, np.nan)
+
+
+def evidence_scatter(records: list[dict], head: str, measure: str, row: dict, null: dict | None,
+                     paper_r: float) -> go.Figure:
+    """Token entropy vs run-normalised importance of ``measure`` for ``head`` over every test run's pooled
+    tokens, titled with the run-normalised r [CI] (``row``), the permutation null's interval and the paper's r."""
+    x = np.concatenate([np.array(r["entropy"], dtype=float) for r in records])
+    y = np.concatenate([relative(r["importance"][head][measure]) for r in records])
+    ok = np.isfinite(x) & np.isfinite(y)
+    fig = go.Figure(go.Scattergl(x=x[ok], y=y[ok], mode="markers", marker={"size": 4, "opacity": 0.35},
+                                 name="pooled prompt tokens"))
+    null_text = f", null [{null['pearson_lo']:.3f}, {null['pearson_hi']:.3f}]" if null else ""
+    fig.update_layout(
+        title=(f"{head}, layer {row['layer']}, {row['path']}: r = "
+               f"{_ci(row['pearson'], row['pearson_lo'], row['pearson_hi'])}{null_text}; {row['n_tokens']} tokens / "
+               f"{row['n_runs']} runs (paper r = {paper_r})"),
+        xaxis_title="token entropy H_t (nats)", yaxis_title=f"{MEASURE_LABELS.get(measure, measure)} ÷ run mean",
+        height=480, title_font_size=13)
+    return fig
+
+
+def evidence_token_bars(record: dict, head: str) -> go.Figure:
+    """One test prompt's pooled tokens: entropy on top, then each importance measure of ``head`` (÷ run mean;
+    the learned attention weight as is)."""
+    measures = list(record["importance"][head])
+    labels = [f"{i}:{t!r}"[:24] for i, t in enumerate(record["tokens"])]
+    titles = ["token entropy H_t (nats)"] + [
+        MEASURE_LABELS.get(m, m) + ("" if m == "attention" else " ÷ run mean") for m in measures]
+    fig = make_subplots(rows=len(titles), cols=1, shared_xaxes=True, vertical_spacing=0.04, subplot_titles=titles)
+    fig.add_bar(x=labels, y=record["entropy"], marker_color="#1f77b4", row=1, col=1)
+    for i, measure in enumerate(measures, start=2):
+        values = record["importance"][head][measure]
+        y = values if measure == "attention" else relative(values)
+        fig.add_bar(x=labels, y=list(y), marker_color="#d62728" if measure != "attention" else "#2ca02c",
+                    row=i, col=1)
+    fig.update_layout(title=f"run {record['run_id']} ({record['output_length']:.0f} answer tokens), {head}",
+                      showlegend=False, height=170 * len(titles) + 80, margin={"t": 70})
+    return fig
