@@ -1,19 +1,13 @@
 """Attribution: are high-entropy prompt tokens the ones a length head relies on?"""
 
-import pandas as pd
 import streamlit as st
 
+from lenscope.app.attribution_evidence import show_evidence
 from lenscope.app.runner import run_job
 from lenscope.app.study import dataset_picker
 from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
-from lenscope.figures.attribution_evidence import (
-    MEASURE_LABELS,
-    evidence_display,
-    evidence_scatter,
-    evidence_token_bars,
-)
 from lenscope.figures.egtp import attribution_table, entropy_importance_scatter, pooled_scatter_points, token_bars
-from lenscope.jobs.attribution_evidence import attribution_evidence, stored_evidence
+from lenscope.jobs.attribution_evidence import attribution_evidence
 from lenscope.jobs.egtp import ATTRIBUTION_KIND, PAPER_PEARSON, attribute_prompt, attribution_config, attribution_job
 
 st.set_page_config(page_title="Attribution · lenscope", layout="wide")
@@ -34,47 +28,7 @@ if dataset is not None:
                "correlation removes token position and log activation norm; CIs are bootstraps over runs.")
     if st.button("Compute the evidence (trains the attention head; needs the static heads)"):
         run_job(lambda cb: attribution_evidence(store, dataset, layer, on_progress=cb))
-    found = stored_evidence(store, dataset, layer)
-    if found is None:
-        st.info(f"No evidence for dataset {dataset!r} at layer {layer} yet: click the button above or run "
-                f"`python -m lenscope train-egtp --dataset {dataset} --layer {layer}` then "
-                f"`python -m lenscope attribution --dataset {dataset} --layer {layer} --evidence`.")
-    else:
-        settings, evidence = found
-        runs = evidence["runs"]
-        st.info(f"**Verdict.** {evidence['verdict']}.")
-        st.caption(f"Layer {evidence['layer']}, importances at each head's input. Attention head trained "
-                   f"{settings['epochs']} epochs on {runs['train']} runs (epoch {evidence['attention_best_epoch']} "
-                   f"chosen on {runs['val']}); every number over the {runs['test']} test runs; "
-                   f"{settings['n_boot']} bootstrap resamples, {settings['n_perm']} permutations; censored runs "
-                   f"{'included' if settings['include_censored'] else 'excluded'}.")
-        shown = evidence_display(evidence["table"], evidence["paper_pearson"])
-        st.dataframe(shown, hide_index=True)
-        st.download_button("Download the table (CSV)", pd.DataFrame(evidence["table"]).to_csv(index=False),
-                           file_name=f"attribution-evidence-{dataset}-L{layer}.csv", mime="text/csv")
-        rows = pd.DataFrame(evidence["table"])
-        tested = rows[~rows["by_construction"].astype(bool)]
-        left, right = st.columns(2)
-        head = left.selectbox("Head", list(dict.fromkeys(tested["head"])) +
-                              list(dict.fromkeys(rows.loc[rows["by_construction"].astype(bool), "head"])),
-                              key="evidence_head")
-        measures = list(dict.fromkeys(rows.loc[rows["head"] == head, "measure"]))
-        measure = right.selectbox("Measure", measures, format_func=lambda m: MEASURE_LABELS.get(m, m),
-                                  key="evidence_measure")
-        picked = rows[(rows["head"] == head) & (rows["measure"] == measure)].set_index("control")
-        if "run-normalised" in picked.index:
-            null = picked.loc["permutation null"].to_dict() if "permutation null" in picked.index else None
-            show_figure(evidence_scatter(evidence["test_tokens"], head, measure,
-                                         picked.loc["run-normalised"].to_dict(), null, evidence["paper_pearson"]),
-                        f"evidence-scatter-{dataset}-L{layer}", key="evidence_scatter")
-        else:
-            st.warning(f"{head}: {measure} does not vary within runs, so the test does not apply to it.")
-        records = evidence["test_tokens"]
-        record = st.selectbox("Test prompt", records, key="evidence_run",
-                              format_func=lambda r: f"run {r['run_id']}: {''.join(r['tokens'])[:80]!r} "
-                                                    f"({r['output_length']:.0f} answer tokens)")
-        show_figure(evidence_token_bars(record, head), f"evidence-tokens-run-{record['run_id']}",
-                    key="evidence_tokens")
+    show_evidence(store, dataset, layer)
 
     st.header("Gradient path through the model")
     st.markdown(
