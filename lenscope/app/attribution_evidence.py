@@ -16,9 +16,15 @@ from lenscope.figures.attribution_evidence import (
 from lenscope.jobs.attribution_evidence import stored_evidence
 
 
+@st.cache_data(show_spinner=False, max_entries=4)
+def _stored(_store: Store, dataset: str, layer: int, signature: tuple) -> tuple[dict, dict] | None:
+    """:func:`stored_evidence`, read again only when the store changes (its payloads are megabytes)."""
+    return stored_evidence(_store, dataset, layer)
+
+
 def show_evidence(store: Store, dataset: str, layer: int) -> None:
     """The stored evidence of ``dataset`` at ``layer``, or what to run to get it."""
-    found = stored_evidence(store, dataset, layer)
+    found = _stored(store, dataset, layer, store.signature())
     if found is None:
         st.info(f"No evidence for dataset {dataset!r} at layer {layer} yet: click the button above or run "
                 f"`python -m lenscope train-egtp --dataset {dataset} --layer {layer}` then "
@@ -32,16 +38,13 @@ def show_evidence(store: Store, dataset: str, layer: int) -> None:
                    f"chosen on {runs['val']}); every number over the {runs['test']} test runs; "
                    f"{settings['n_boot']} bootstrap resamples, {settings['n_perm']} permutations; censored runs "
                    f"{'included' if settings['include_censored'] else 'excluded'}.")
-        shown = evidence_display(evidence["table"], evidence["paper_pearson"])
-        st.dataframe(shown, hide_index=True)
-        st.download_button("Download the table (CSV)", pd.DataFrame(evidence["table"]).to_csv(index=False),
-                           file_name=f"attribution-evidence-{dataset}-L{layer}.csv", mime="text/csv")
+        st.dataframe(evidence_display(evidence["table"], evidence["paper_pearson"]), hide_index=True)
         rows = pd.DataFrame(evidence["table"])
-        tested = rows[~rows["by_construction"].astype(bool)]
+        st.download_button("Download the table (CSV)", rows.to_csv(index=False),
+                           file_name=f"attribution-evidence-{dataset}-L{layer}.csv", mime="text/csv")
         left, right = st.columns(2)
-        head = left.selectbox("Head", list(dict.fromkeys(tested["head"])) +
-                              list(dict.fromkeys(rows.loc[rows["by_construction"].astype(bool), "head"])),
-                              key="evidence_head")
+        heads = rows.sort_values("by_construction", kind="stable")["head"]  # the by-construction head last
+        head = left.selectbox("Head", list(dict.fromkeys(heads)), key="evidence_head")
         measures = list(dict.fromkeys(rows.loc[rows["head"] == head, "measure"]))
         measure = right.selectbox("Measure", measures, format_func=lambda m: MEASURE_LABELS.get(m, m),
                                   key="evidence_measure")

@@ -8,6 +8,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from analysis.core.metrics import ci_text
+from analysis.egtp.controls import normalise_within_run
+
 MEASURE_LABELS = {"gradient": "gradient norm ||dL/dh_t||", "grad_x_act": "gradient x activation |<g_t, h_t>|",
                   "integrated_gradients": "Integrated Gradients |sum_d IG_t,d|",
                   "attention": "learned attention weight a_t"}
@@ -15,9 +18,7 @@ BY_CONSTRUCTION = "true by construction (the head reads entropy): not part of th
 
 
 def _ci(value, lo, hi) -> str:
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
+    return "n/a" if value is None or not np.isfinite(value) else ci_text(value, lo, hi, digits=3)
 
 
 def evidence_display(rows: list[dict], paper_r: float) -> pd.DataFrame:
@@ -44,11 +45,8 @@ def evidence_display(rows: list[dict], paper_r: float) -> pd.DataFrame:
     return out
 
 
-def relative(values: list[float | None]) -> np.ndarray:
-    """Importance divided by its run's mean (the test's normalisation); NaN where undefined."""
-    v = np.array([np.nan if x is None else x for x in values], dtype=float)
-    mean = np.nanmean(v) if np.isfinite(v).any() else np.nan
-    return v / mean if mean and np.isfinite(mean) else np.full_like(v, np.nan)
+def _array(values: list[float | None]) -> np.ndarray:
+    return np.array([np.nan if x is None else x for x in values], dtype=float)
 
 
 def evidence_scatter(records: list[dict], head: str, measure: str, row: dict, null: dict | None,
@@ -56,7 +54,8 @@ def evidence_scatter(records: list[dict], head: str, measure: str, row: dict, nu
     """Token entropy vs run-normalised importance of ``measure`` for ``head`` over every test run's pooled
     tokens, titled with the run-normalised r [CI] (``row``), the permutation null's interval and the paper's r."""
     x = np.concatenate([np.array(r["entropy"], dtype=float) for r in records])
-    y = np.concatenate([relative(r["importance"][head][measure]) for r in records])
+    # exactly the test's normalisation: a run whose importance is flat drops out of the scatter as of the r
+    y = np.concatenate([normalise_within_run(_array(r["importance"][head][measure])) for r in records])
     ok = np.isfinite(x) & np.isfinite(y)
     fig = go.Figure(go.Scattergl(x=x[ok], y=y[ok], mode="markers", marker={"size": 4, "opacity": 0.35},
                                  name="pooled prompt tokens"))
@@ -80,8 +79,8 @@ def evidence_token_bars(record: dict, head: str) -> go.Figure:
     fig = make_subplots(rows=len(titles), cols=1, shared_xaxes=True, vertical_spacing=0.04, subplot_titles=titles)
     fig.add_bar(x=labels, y=record["entropy"], marker_color="#1f77b4", row=1, col=1)
     for i, measure in enumerate(measures, start=2):
-        values = record["importance"][head][measure]
-        y = values if measure == "attention" else relative(values)
+        values = _array(record["importance"][head][measure])
+        y = values if measure == "attention" else values / np.nanmean(values)  # a flat run shows as all 1
         fig.add_bar(x=labels, y=list(y), marker_color="#d62728" if measure != "attention" else "#2ca02c",
                     row=i, col=1)
     fig.update_layout(title=f"run {record['run_id']} ({record['output_length']:.0f} answer tokens), {head}",

@@ -22,7 +22,7 @@ from analysis.egtp.evidence import RunArrays, head_evidence, verdict
 from analysis.egtp.training import HeadConfig
 from cache.store import Store, text_hash
 from lenscope.jobs.claims import dataset_predictors
-from lenscope.jobs.datasets import dataset_runs
+from lenscope.jobs.datasets import all_runs, dataset_runs
 from lenscope.jobs.egtp import PAPER_PEARSON, STATIC_KIND, load_predictor, predictor_name
 
 EVIDENCE_KIND = "attribution_evidence"
@@ -65,8 +65,9 @@ def stored_evidence(store: Store, dataset: str, layer: int) -> tuple[dict, dict]
     static = {h: ids.get(predictor_name(STATIC_KIND, dataset, layer, h)) for h in STATIC_HEADS}
     if None in static.values():
         return None
-    digests = {censored: _runs_digest(dataset_runs(store, dataset, censored)["run_id"].tolist())
-               for censored in (False, True)}
+    runs = all_runs(store, dataset)  # read once: both digests come from it
+    digests = {True: _runs_digest(runs["run_id"].tolist()),
+               False: _runs_digest(runs.loc[~runs["censored"], "run_id"].tolist())}
     stored = store.results_frame(EVIDENCE_KIND)  # newest first
     for config, payload in zip(stored["config"], stored["payload"]):
         if (config.get("format") == PAYLOAD_FORMAT and config["dataset"] == dataset and config["layer"] == layer
