@@ -7,12 +7,16 @@ ADDRESS ?= 127.0.0.1
 HF_HUB_OFFLINE ?= 1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup setup-browser run test test-fast lint
+.PHONY: setup setup-ray setup-browser run test test-fast lint
 
 setup:
 	$(PYTHON) -m pip install -q -r requirements.txt
 	$(PYTHON) -m pip install -q --no-deps -r requirements-embedded.txt
 	$(PYTHON) -m pip install -q --no-deps -e .
+
+# Ray for `--ray` (collection and sweeps on a cluster); the tests need it, the app does not.
+setup-ray:
+	$(PYTHON) -m pip install -q -r requirements-ray.txt
 
 setup-browser:
 	@[ -x /usr/bin/chromium ] || { $(SUDO) apt-get update -qq && \
@@ -21,7 +25,7 @@ setup-browser:
 run: setup
 	HF_HUB_OFFLINE=$(HF_HUB_OFFLINE) $(PYTHON) -m streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT) --browser.gatherUsageStats false
 
-test: setup setup-browser lint
+test: setup setup-ray setup-browser lint
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest
 
 # The part without the real model or a browser (about half a minute).

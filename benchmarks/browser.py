@@ -23,15 +23,44 @@ SIMULATION_DONE = "End-to-end latency P99 by request class"
 POLL_S = 0.2
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
+    """Wait until the Streamlit server at ``url`` answers its health check; fail when ``proc`` exits first."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("the app's server exited before it was up") from None
+            time.sleep(0.5)
+    raise TimeoutError(f"the app was not up after {timeout_s:.0f} s")
+
+
+def settle(page, timeout_s: float = 180) -> None:
+    """Wait until Streamlit has finished running the page's script (no status widget for 1.5 s)."""
+    page.locator("h1").first.wait_for(timeout=timeout_s * 1000)
+    deadline, quiet_since = time.time() + timeout_s, None
+    while time.time() < deadline:
+        if page.locator('[data-testid="stStatusWidget"]').count():
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.time()
+        elif time.time() - quiet_since > 1.5:
+            return
+        time.sleep(0.25)
+    raise TimeoutError("the page kept running")
+
+
 def launch_streamlit(data_dir: Path, log_dir: Path, **extra_env: str) -> Iterator[str]:
     """Start ``streamlit run app.py`` on ``data_dir``; yields its base URL, stops it afterwards."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "LENSCOPE_DATA_DIR": str(data_dir), **extra_env}
     env.pop("LENSCOPE_DB_URL", None)
     log = open(log_dir / "streamlit.log", "w")
@@ -42,18 +71,11 @@ def launch_streamlit(data_dir: Path, log_dir: Path, **extra_env: str) -> Iterato
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited early, see {log.name}") from None
-            time.sleep(0.5)
-    else:
+    try:
+        wait_healthy(url, proc, 120)
+    except (RuntimeError, TimeoutError) as exc:
         proc.kill()
-        raise RuntimeError("streamlit did not become healthy in 120 s")
+        raise RuntimeError(f"{exc}; see {log.name}") from None
     try:
         yield url
     finally:

@@ -8,6 +8,11 @@ optional sigmoid output gate, SwiGLU MLP) and produces a draft representation ``
 read ``r_p``: the draft-token head (the target's frozen LM head) predicts ``x[p+2]``, and the length
 head predicts ``z = log(1 + remaining length)``.
 
+As in EAGLE-3 the draft-token head may cover a reduced draft vocabulary (``draft_vocab_size`` > 0: the
+most frequent target tokens of the training split, kept as the ``draft_ids`` buffer): its logits are over
+those tokens only, and :meth:`Drafter.target_ids` maps draft indices back to target ids. A drafter then
+gives probability zero to every other token, which speculative verification handles losslessly.
+
 Only the trainable weights are saved (``config.json`` + ``model.safetensors`` in a directory); the
 frozen embedding and LM head come from whichever target the drafter is loaded for, which must have
 the same hidden size and vocabulary.
@@ -124,6 +129,7 @@ class DrafterConfig:
     max_log_length: float = math.log1p(2048)
     rope_theta: float = 100000.0
     rms_eps: float = 1e-5
+    draft_vocab_size: int = 0          # 0: the draft head covers the whole target vocabulary
 
     @property
     def head_dim(self) -> int:
@@ -134,6 +140,8 @@ class DrafterConfig:
             raise ValueError(f"hidden size {self.hidden_size} is not divisible by {self.num_heads} heads")
         if len(self.fuse_layers) != 3:
             raise ValueError(f"the drafter fuses exactly 3 target layers, got {self.fuse_layers}")
+        if not 0 <= self.draft_vocab_size <= self.vocab_size:
+            raise ValueError(f"draft vocabulary of {self.draft_vocab_size} tokens is outside 0..{self.vocab_size}")
 
 
 def rotary(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
@@ -214,6 +222,9 @@ class Drafter(nn.Module):
         self.config = config
         self.register_buffer("embed_weight", embed_weight.detach().float(), persistent=False)
         self.register_buffer("head_weight", head_weight.detach().float(), persistent=False)
+        if config.draft_vocab_size:
+            self.register_buffer("draft_ids", torch.arange(config.draft_vocab_size))
+        self.set_draft_vocab(self.draft_ids if config.draft_vocab_size else None)
         self.register_buffer("feature_mean", torch.zeros(len(config.fuse_layers), d))
         self.register_buffer("feature_std", torch.ones(len(config.fuse_layers), d))
         self.layer_norms = nn.ModuleList(nn.RMSNorm(d, eps=config.rms_eps) for _ in config.fuse_layers)
@@ -225,6 +236,29 @@ class Drafter(nn.Module):
         self.final_norm = nn.RMSNorm(d, eps=config.rms_eps)
         self.length_head = LengthHead(d, config.length_hidden, config.length_mode, config.length_bins,
                                       config.max_log_length)
+
+    # draft vocabulary ------------------------------------------------------------------------
+    @torch.no_grad()
+    def set_draft_vocab(self, ids: torch.Tensor | None) -> None:
+        """Use target tokens ``ids`` (``draft_vocab_size`` of them, distinct) as the draft vocabulary; None keeps
+        the full vocabulary. Sets the draft head's rows and the target -> draft index map (-1: not drafted)."""
+        vocab = self.config.vocab_size
+        if ids is None:
+            self.register_buffer("draft_head", self.head_weight, persistent=False)
+            self.register_buffer("draft_index", torch.arange(vocab), persistent=False)
+            return
+        ids = torch.as_tensor(ids, dtype=torch.long)
+        if len(ids) != self.config.draft_vocab_size or len(ids.unique()) != len(ids):
+            raise ValueError(f"need {self.config.draft_vocab_size} distinct draft tokens, got {len(ids)}")
+        self.draft_ids.copy_(ids)
+        self.register_buffer("draft_head", self.head_weight[ids], persistent=False)
+        index = torch.full((vocab,), -1, dtype=torch.long)
+        index[ids] = torch.arange(len(ids))
+        self.register_buffer("draft_index", index, persistent=False)
+
+    def target_ids(self, draft: torch.Tensor) -> torch.Tensor:
+        """Target token ids of draft-vocabulary indices."""
+        return self.draft_ids[draft] if self.config.draft_vocab_size else draft
 
     # building blocks -------------------------------------------------------------------------
     @torch.no_grad()
@@ -261,8 +295,8 @@ class Drafter(nn.Module):
         return self.step(self.fuse_features(hidden), next_ids, positions)
 
     def draft_logits(self, rep: torch.Tensor) -> torch.Tensor:
-        """Logits of the token after the next one, through the frozen LM head."""
-        return rep @ self.head_weight.T
+        """Logits of the token after the next one over the draft vocabulary, through the frozen LM head."""
+        return rep @ self.draft_head.T
 
     def length_output(self, rep: torch.Tensor) -> torch.Tensor:
         """Raw length-head output (z, or bin logits)."""
@@ -291,7 +325,7 @@ class Drafter(nn.Module):
     def _draft_chunk(self, rep: torch.Tensor, kv: KV | None, starts: torch.Tensor, k: int) -> torch.Tensor:
         b, t = len(starts), rep.shape[0]
         prev = rep[starts].unsqueeze(1)                                   # [B, 1, d]
-        tokens = self.draft_logits(prev).argmax(-1)                       # [B, 1]
+        tokens = self.target_ids(self.draft_logits(prev).argmax(-1))      # [B, 1]
         drafts = [tokens]
         past = None if kv is None else (kv[0].expand(b, -1, -1, -1), kv[1].expand(b, -1, -1, -1))
         visible = (torch.arange(t, device=rep.device).unsqueeze(0) <= starts.unsqueeze(1)).unsqueeze(1)
@@ -300,7 +334,7 @@ class Drafter(nn.Module):
             if past is not None:
                 mask = torch.cat([visible, visible.new_ones(b, 1, past[0].shape[2] - t + 1)], dim=-1)
             prev, past = self.step(prev, tokens, (starts + i).unsqueeze(1), past, mask)
-            tokens = self.draft_logits(prev).argmax(-1)
+            tokens = self.target_ids(self.draft_logits(prev).argmax(-1))
             drafts.append(tokens)
         return torch.cat(drafts, dim=1)
 
@@ -325,6 +359,8 @@ class Drafter(nn.Module):
             raise ValueError(f"{path / CONFIG_FILE} does not describe a lenscope drafter")
         drafter = cls(DrafterConfig(**raw), embed_weight, head_weight)
         drafter.load_state_dict(load_file(str(path / WEIGHTS_FILE)))
+        if drafter.config.draft_vocab_size:
+            drafter.set_draft_vocab(drafter.draft_ids.clone())
         return drafter.eval()
 
     @classmethod

@@ -19,7 +19,7 @@ from lenscope.app.serving import (
 from lenscope.app.widgets import get_store, show_figure
 from lenscope.figures.serving import noise_sweep_figure
 from lenscope.jobs.serving import (
-    QUEUE_POLICY_NAMES,
+    QUEUE_POLICIES,
     noise_sweep,
     parse_maes,
     run_simulation,
@@ -48,7 +48,7 @@ with compare_tab:
     configs = []
     for col, k in zip(st.columns(int(n_configs)), range(int(n_configs))):
         dispatch = col.selectbox("Dispatch", dispatches, index=0 if k == 0 else 2, key=f"cmp_d{k}")
-        queue = col.selectbox("Queue", QUEUE_POLICY_NAMES, index=0 if k == 0 else 1, key=f"cmp_q{k}")
+        queue = col.selectbox("Queue", QUEUE_POLICIES.names(), index=0 if k == 0 else 1, key=f"cmp_q{k}")
         aging = col.number_input("Aging guard (s, 0 = off)", 0.0, 10_000.0, 0.0, key=f"cmp_a{k}")
         configs.append(base.with_(dispatch=dispatch, queue=queue, aging_s=aging or None,
                                   **policy_options(col, k, base)))
@@ -70,7 +70,8 @@ with sweep_tab:
                 "is RR+FCFS (no prediction used).")
     c1, c2, c3 = st.columns(3)
     sweep_dispatch = c1.selectbox("Dispatch", dispatches, index=dispatches.index("lb"), key="sweep_d")
-    sweep_queue = c2.selectbox("Queue", QUEUE_POLICY_NAMES, index=QUEUE_POLICY_NAMES.index("sjf"), key="sweep_q")
+    queues = QUEUE_POLICIES.names()
+    sweep_queue = c2.selectbox("Queue", queues, index=queues.index("sjf"), key="sweep_q")
     maes_text = c3.text_input("MAE values", "0, 25, 50, 100, 200, 400", key="sweep_maes")
     if st.button("Run sweep", key="sweep_run", type="primary"):
         def sweep_job(cb):

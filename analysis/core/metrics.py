@@ -85,6 +85,30 @@ def bootstrap_mean(values, groups=None, n_boot: int = 1000, level: float = 0.95,
     return _bootstrap(*_cluster_sums(np.asarray(values, dtype=float), groups), n_boot, level, seed)
 
 
+def bootstrap_ratio(numerator, denominator, groups=None, baseline=None, n_boot: int = 1000, level: float = 0.95,
+                    seed: int = 0) -> Estimate:
+    """``sum(numerator) / sum(denominator)`` (a rate: accepted per evaluated draft, tokens per second) with a
+    percentile bootstrap CI over ``groups`` (rows when None). With ``baseline = (numerator_b, denominator_b)`` on
+    the same rows, the paired difference of the two ratios (the same resampled groups for both). Replicates with a
+    zero denominator are skipped; the value is NaN when the whole denominator is 0."""
+    columns = [numerator, denominator, *(baseline or ())]
+    sums = np.stack([_cluster_sums(np.asarray(c, dtype=float), groups)[0] for c in columns], axis=1)
+    if sums.shape[0] == 0:
+        raise ValueError("need at least one row")
+
+    def statistic(totals: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = totals[..., 0] / totals[..., 1]
+            return ratio - totals[..., 2] / totals[..., 3] if baseline is not None else ratio
+
+    rng = np.random.default_rng(seed)
+    stats = statistic(sums[rng.integers(0, len(sums), size=(n_boot, len(sums)))].sum(1))
+    stats = stats[np.isfinite(stats)]
+    tail = (1 - level) / 2
+    lo, hi = np.quantile(stats, [tail, 1 - tail]) if stats.size else (np.nan, np.nan)
+    return Estimate(float(statistic(sums.sum(0))), float(lo), float(hi), int(len(sums)))
+
+
 def bootstrap_mae(predicted, true, groups=None, n_boot: int = 1000, level: float = 0.95,
                   seed: int = 0) -> Estimate:
     """MAE with a percentile bootstrap CI over ``groups`` (e.g. test prompts: the samples of one prompt

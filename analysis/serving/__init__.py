@@ -2,7 +2,7 @@
 
 from analysis.serving.cost_model import DEFAULT_COST, CostModel, LinearCost, fit_cost_model
 from analysis.serving.engine import SimConfig, SimResult, simulate
-from analysis.serving.predictors import make_predictor
+from analysis.serving.registry import make_predictor
 
 __all__ = ["DEFAULT_COST", "CostModel", "LinearCost", "SimConfig", "SimResult", "fit_cost_model",
            "make_predictor", "simulate"]

@@ -10,9 +10,8 @@ run as closed-form decode segments, as without chunking.
 
 from __future__ import annotations
 
-import numpy as np
-
-from analysis.serving.instances import ContinuousInstance, Simulation, blocks_for
+from analysis.serving.instances import ContinuousInstance, Simulation
+from analysis.serving.states import RequestState
 
 
 class ChunkedPrefillInstance(ContinuousInstance):
@@ -23,14 +22,19 @@ class ChunkedPrefillInstance(ContinuousInstance):
         self.prefilling: dict[int, int] = {}  # request -> prompt (plus generated) tokens still to prefill
         self.reserved: dict[int, int] = {}  # request -> KV blocks reserved while it prefills
         self.chunks: list[tuple[int, int]] = []  # (request, tokens) prefilled in the current iteration
-        self.decoding = np.empty(0, dtype=np.int64)  # requests decoding in the current iteration
+        self.decoding: list[int] = []  # requests decoding in the current iteration
 
     def occupied(self) -> int:
         return len(self.running) + len(self.prefilling)
 
-    def running_ids(self) -> np.ndarray:
+    def running_ids(self) -> list[int]:
         """Decoding and prefilling requests (the predicted load dispatchers see)."""
-        return np.concatenate([self.running, np.fromiter(self.prefilling, dtype=np.int64, count=len(self.prefilling))])
+        return self.running + list(self.prefilling)
+
+    def _load_terms(self) -> list[float]:
+        """The running requests' terms, then the prefilling ones'."""
+        sim = self.sim
+        return super()._load_terms() + [max(sim.pred_list[i] - sim.gen.item(i), 1.0) for i in self.prefilling]
 
     def plan(self, now: float) -> None:
         if self.busy_until is not None:
@@ -52,12 +56,12 @@ class ChunkedPrefillInstance(ContinuousInstance):
                 break
             self.waiting.pop(now)
             self._unreserve(i)
-            sim.admitted(i, now)
+            sim.admitted(i, now, RequestState.PREFILLING)
             self.used_blocks += blocks
             self.held_blocks += blocks
             self.reserved[i] = blocks
-            self.prefilling[i] = int(sim.prompt[i] + sim.gen[i]) - (self.prefix_hit(i) if self.prefix_cache else 0)
-            self._running_pred = None
+            self.prefilling[i] = sim.prompt_list[i] + sim.gen.item(i) - (self.prefix_hit(i) if self.prefix_cache else 0)
+            self._running_changed()
             chunks.append((i, min(self.prefilling[i], budget)))
             budget -= chunks[-1][1]
         if chunks:
@@ -70,9 +74,9 @@ class ChunkedPrefillInstance(ContinuousInstance):
     def _plan_mixed(self, now: float, chunks: list[tuple[int, int]]) -> None:
         sim = self.sim
         self.fit_next_token()
-        self.chunks, self.decoding, self.kind = chunks, self.running, "mixed"
-        context = float((sim.prompt[self.decoding] + sim.gen[self.decoding]).sum())
-        step = sim.config.cost.mixed_step_s(sum(t for _, t in chunks), len(chunks), len(self.decoding), context)
+        self.chunks, self.decoding, self.kind = chunks, self.running.copy(), "mixed"
+        step = sim.config.cost.mixed_step_s(sum(t for _, t in chunks), len(chunks), len(self.decoding),
+                                            self._context_sum())
         self._schedule(now, now + step)
 
     def finish_iteration(self, now: float) -> None:
@@ -80,22 +84,22 @@ class ChunkedPrefillInstance(ContinuousInstance):
             super().finish_iteration(now)
             return
         sim, bs = self.sim, self.sim.config.block_size
-        sim.emit_tokens(self.decoding, now, 1)
+        if self.decoding:  # the decoding requests are still the running ones
+            self._advance(1, now)
         done = []
+        prefilling = self.prefilling
         for i, tokens in self.chunks:
-            self.prefilling[i] -= tokens
-            if not self.prefilling[i]:
-                del self.prefilling[i]
+            rest = prefilling[i] - tokens
+            if rest:
+                prefilling[i] = rest
+            else:
+                del prefilling[i]
                 self.held_blocks -= self.reserved.pop(i)
                 done.append(i)
-        prefilled = np.asarray(done, dtype=np.int64)
-        self.cache_prompts(prefilled)
-        sim.emit_tokens(prefilled, now, 1)
-        sim.kv_ready[prefilled] = True
-        sim.record_segment(self, "mixed" if len(self.decoding) else "prefill", now,
+        if done:
+            self.cache_prompts(done)
+            self._join(sim.prefilled(done, now))
+        sim.record_segment(self, "mixed" if self.decoding else "prefill", now,
                            len(self.decoding) + len(self.chunks), self.used_blocks * bs)
-        idx = np.concatenate([self.decoding, prefilled])
-        idx = idx[sim.gen[idx] < sim.out[idx]]
-        self._set_running(idx)
-        self.used_blocks = int(blocks_for(sim.prompt[idx] + sim.gen[idx], bs).sum()) + self.held_blocks
+        self.used_blocks = self._blocks_after(0) + self.held_blocks
         self.chunks = []

@@ -19,6 +19,7 @@ Calibrate other hardware with :func:`fit_cost_model` on a Splitwise-style profil
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -50,10 +51,10 @@ class LinearCost:
         first = self.step_s(batch_size, batch_size, context_tokens)
         growth = self.d * batch_size / 2.0
         if growth <= 0:
-            k = int(np.ceil(elapsed_s / first - 1e-12))
+            k = math.ceil(elapsed_s / first - 1e-12)
         else:  # growth*k^2 + (first - growth)*k - elapsed = 0
             lin = first - growth
-            k = int(np.ceil((-lin + np.sqrt(lin * lin + 4 * growth * elapsed_s)) / (2 * growth) - 1e-9))
+            k = math.ceil((-lin + math.sqrt(lin * lin + 4 * growth * elapsed_s)) / (2 * growth) - 1e-9)
         while k > 0 and self.decode_run_s(batch_size, context_tokens, k - 1) >= elapsed_s:
             k -= 1
         while self.decode_run_s(batch_size, context_tokens, k) < elapsed_s:

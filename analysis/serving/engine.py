@@ -10,6 +10,7 @@ lengths live only in :class:`Simulator` (private arrays read by the instances); 
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 
@@ -27,10 +28,12 @@ from analysis.serving.instances import (
     StaticInstance,
     blocks_for,
 )
-from analysis.serving.policies import PREFILL_QUEUE_POLICIES, RequestView, make_dispatcher, make_queue_policy
+from analysis.serving.policies import RequestView
 from analysis.serving.predictors import Predictor
 from analysis.serving.preemption import check_preemption_options, preemption_label
 from analysis.serving.prefix_cache import PrefixCache
+from analysis.serving.registry import DISPATCH_POLICIES, PREFILL_QUEUE_POLICIES, QUEUE_POLICIES, needs_prefix_cache
+from analysis.serving.states import Event, EventType, RequestState, RequestStates
 from analysis.serving.traces import MAX_ARRIVAL_S, MAX_TOKENS
 
 MODES = ("disaggregated", "colocated")
@@ -87,10 +90,9 @@ class SimConfig:
             raise ValueError("need at least one decode (and, disaggregated, one prefill) instance")
         if self.max_batch_size < 1 or self.block_size < 1 or self.kv_capacity_tokens < 4 * self.block_size:
             raise ValueError("batch size, block size and KV capacity must be positive")
-        make_dispatcher(self.dispatch)
-        make_queue_policy(self.queue)
-        if self.prefill_queue not in PREFILL_QUEUE_POLICIES:
-            raise ValueError(f"prefill queue must be one of {PREFILL_QUEUE_POLICIES}, not {self.prefill_queue!r}")
+        DISPATCH_POLICIES.entry(self.dispatch)
+        QUEUE_POLICIES.entry(self.queue)
+        PREFILL_QUEUE_POLICIES.entry(self.prefill_queue)
         if self.prefill_queue != "fcfs" and self.mode != "disaggregated":
             raise ValueError("a prefill queue policy needs prefill instances (disaggregated mode)")
         check_preemption_options(self)
@@ -102,8 +104,8 @@ class SimConfig:
                                                      or self.prefix_cache_tokens < self.hash_block_tokens):
             raise ValueError("prefix caching needs continuous batching and room for at least one block of "
                              f"{self.hash_block_tokens} tokens")
-        if self.dispatch == "prefix" and self.prefix_cache_tokens is None:
-            raise ValueError("cache-aware dispatch (prefix) needs prefix caching (prefix_cache_tokens)")
+        if needs_prefix_cache(self.dispatch) and self.prefix_cache_tokens is None:
+            raise ValueError(f"cache-aware dispatch ({self.dispatch}) needs prefix caching (prefix_cache_tokens)")
 
     def to_dict(self) -> dict:
         """All fields; options added later (:data:`LATER_OPTIONS`) only when set, so that results stored before they
@@ -160,34 +162,43 @@ def validate_trace(trace: pd.DataFrame) -> None:
 
 
 class Simulator:
-    """Event loop and request state of one simulation (see module docstring)."""
+    """Event loop and request state of one simulation (see module docstring). Instances reach it only through the
+    :class:`~analysis.serving.instances.Simulation` protocol; ``record_transitions`` keeps every state move in
+    ``states.history``."""
 
     def __init__(self, trace: pd.DataFrame, predictor: Predictor, config: SimConfig,
-                 record_segments: bool = True) -> None:
+                 record_segments: bool = True, record_transitions: bool = False) -> None:
         validate_trace(trace)
         self.config, self.predictor = config, predictor
-        self.queue_policy = make_queue_policy(config.queue)
-        self.prefill_policy = make_queue_policy(config.prefill_queue)
-        self.dispatcher = make_dispatcher(config.dispatch, config.seed)
+        self.queue_policy = QUEUE_POLICIES.make(config.queue)
+        self.prefill_policy = PREFILL_QUEUE_POLICIES.make(config.prefill_queue)
+        self.dispatcher = DISPATCH_POLICIES.make(config.dispatch, seed=config.seed)
         n = len(trace)
         self.n = n
         self.arrival = trace["arrival_s"].to_numpy(float)
         self.prompt = trace["prompt_tokens"].to_numpy(np.int64)
         self.out = trace["output_tokens"].to_numpy(np.int64)  # true lengths: engine-side only
+        # the same as lists, for one-request reads
+        self.arrival_list, self.prompt_list = self.arrival.tolist(), self.prompt.tolist()
+        self.out_list = self.out.tolist()
         self._check_fits()
+        self.states = RequestStates(n, record_transitions)
         self.gen = np.zeros(n, dtype=np.int64)
         self.kv_ready = np.zeros(n, dtype=bool)
         self.pred_total = np.zeros(n)
+        self.pred_list = [0.0] * n  # the same, for one-request reads
         self.first_token = np.full(n, np.nan)
         self.finish = np.full(n, np.nan)
         self.decode_of = np.full(n, -1, dtype=np.int64)
-        self.admitted_s = np.full(n, np.nan)
+        self.admitted_s = [math.nan] * n
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.cached = np.zeros(n, dtype=np.int64)  # prompt tokens a request's (last) prefill found in a prefix cache
         self.hash_ids = self._block_hashes(trace)
         self.finished_count = 0
-        self._events: list[tuple] = [(float(t), k, 0, k, 0) for k, t in enumerate(self.arrival)]
-        heapq.heapify(self._events)
+        # arrivals in event order (time, then request id), merged in run() with the heap of all other events
+        self._arrivals: list[Event] = [Event(self.arrival_list[k], k, EventType.ARRIVAL, k, 0)
+                                       for k in np.argsort(self.arrival, kind="stable").tolist()]
+        self._events: list[Event] = []
         self._seq = n
         self._segments: list[tuple] | None = [] if record_segments else None
         self._padding: list[tuple[int, int, int]] = []
@@ -222,25 +233,29 @@ class Simulator:
                              f"({cfg.kv_capacity_tokens} tokens); raise the capacity or filter the trace")
 
     # events --------------------------------------------------------------------------------------
-    def push_instance_event(self, t: float, instance: Instance) -> None:
+    def _push(self, t: float, kind: EventType, target: int, arg: int) -> None:
         self._seq += 1
-        heapq.heappush(self._events, (t, self._seq, 1, instance.uid, instance.version))
+        heapq.heappush(self._events, Event(t, self._seq, kind, target, arg))
+
+    def push_instance_event(self, t: float, instance: Instance) -> None:
+        self._push(t, EventType.ITERATION_DONE, instance.uid, instance.version)
 
     def run(self, on_progress: Progress = no_progress) -> SimResult:
         start = time.perf_counter()
         step = max(1, self.n // 100)
         reported = 0
-        events = self._events
-        while events:
-            t, _, kind, a, b = heapq.heappop(events)
-            if kind == 0:
-                self._arrive(a, t)
-            elif kind == 1:
-                inst = self.instances[a]
-                if inst.version == b:
-                    inst.on_event(t)
+        events, arrivals = self._events, self._arrivals
+        handlers = (self._arrive, self._iteration_done, self._transfer_done)
+        next_arrival = 0
+        while True:
+            if events and (next_arrival == self.n or events[0] < arrivals[next_arrival]):
+                t, _, kind, target, arg = heapq.heappop(events)
+            elif next_arrival < self.n:
+                t, _, kind, target, arg = arrivals[next_arrival]
+                next_arrival += 1
             else:
-                self.decode[b].enqueue(a, t)
+                break
+            handlers[kind](target, arg, t)
             if self.finished_count - reported >= step:
                 reported = self.finished_count
                 on_progress(reported, self.n, "requests")
@@ -249,24 +264,36 @@ class Simulator:
         on_progress(self.n, self.n, "requests")
         return self._result(time.perf_counter() - start)
 
-    def _arrive(self, i: int, now: float) -> None:
+    def _arrive(self, i: int, _: int, now: float) -> None:
         self.pred_total[i] = self.predictor.static(i)
+        self.pred_list[i] = self.pred_total.item(i)
         if self.prefill:
             inst = self.prefill[self._next_prefill % len(self.prefill)]
             self._next_prefill += 1
-            if self.config.dispatch == "prefix":  # the most cached blocks; ties: round robin
+            if self.dispatcher.needs_prefix_cache:  # the most cached blocks; ties: round robin
                 inst = max(self.prefill, key=lambda p: (p.prefix_cache.matched(self.hash_ids[i]),
                                                         p is inst, -p.index))
             inst.enqueue(i, now)
         else:
-            self.decode[self._dispatch(i)].enqueue(i, now)
+            view = self.request_view(i)
+            self.decode[self._dispatch(i, view)].enqueue(i, now, view)
 
-    def _dispatch(self, i: int) -> int:
+    def _iteration_done(self, uid: int, version: int, now: float) -> None:
+        inst = self.instances[uid]
+        if inst.version == version:  # later plans supersede an instance's earlier events
+            inst.on_event(now)
+
+    def _transfer_done(self, i: int, decode_index: int, now: float) -> None:
+        self.states.move(i, RequestState.WAITING)
+        self.decode[decode_index].enqueue(i, now)
+
+    def _dispatch(self, i: int, request: RequestView | None = None) -> int:
+        """Choose (and reserve) the decode instance of request ``i``, whose view is ``request`` when known."""
         views = [d.view() for d in self.decode]
-        if self.config.dispatch == "prefix" and not self.prefill:
+        if self.dispatcher.needs_prefix_cache and not self.prefill:
             views = [replace(v, cached_tokens=d.prefix_cache.matched(self.hash_ids[i]))
                      for v, d in zip(views, self.decode)]
-        choice = self.dispatcher.choose(self.request_view(i), views)
+        choice = self.dispatcher.choose(request or self.request_view(i), views)
         if not 0 <= choice < len(self.decode):
             raise RuntimeError(f"dispatcher chose instance {choice} of {len(self.decode)}")
         self.decode_of[i] = choice
@@ -277,30 +304,72 @@ class Simulator:
         """After prefill: choose a decode instance and ship the KV cache there."""
         choice = self._dispatch(i)
         self.kv_ready[i] = True
-        self._seq += 1
-        arrive = now + self.config.cost.kv_transfer_s(int(self.prompt[i]))
-        heapq.heappush(self._events, (arrive, self._seq, 2, i, choice))
+        self.states.move(i, RequestState.TRANSFERRING)
+        self._push(now + self.config.cost.kv_transfer_s(self.prompt_list[i]), EventType.TRANSFER_DONE, i, choice)
 
     # request state ----------------------------------------------------------------------------------
     def request_view(self, i: int) -> RequestView:
-        g = int(self.gen[i])
-        return RequestView(rid=i, arrival_s=float(self.arrival[i]), prompt_tokens=int(self.prompt[i]),
-                           generated=g, predicted_total=float(self.pred_total[i]),
-                           predicted_remaining=float(self.predictor.remaining(i, g)))
+        g = self.gen.item(i)
+        return RequestView(i, self.arrival_list[i], self.prompt_list[i], g, self.pred_total.item(i),
+                           float(self.predictor.remaining(i, g)))
 
-    def admitted(self, i: int, now: float) -> None:
-        if np.isnan(self.admitted_s[i]):
+    def admitted(self, i: int, now: float, to: RequestState) -> None:
+        """Request ``i`` leaves a decode-capable instance's wait queue for a batch, in state ``to``."""
+        self.states.move(i, to)
+        if self.admitted_s[i] != self.admitted_s[i]:  # NaN: first admission
             self.admitted_s[i] = now
 
     def emit_tokens(self, idx: np.ndarray, now: float, k) -> None:
         """``k`` more tokens for requests ``idx``, the last of them at ``now``."""
+        if not len(idx):
+            return
         before = self.gen[idx]
-        self.first_token[idx[before == 0]] = now
-        self.gen[idx] = before + k
-        done = idx[(before < self.out[idx]) & (self.gen[idx] >= self.out[idx])]
-        if len(done):
-            self.finish[done] = now
-            self.finished_count += len(done)
+        after = before + k
+        self.gen[idx] = after
+        if before[before.argmin()] == 0:  # (argmin: cheaper than a comparison on small arrays)
+            self.first_token[idx[before == 0]] = now
+        out = self.out[idx]
+        ended = after >= out
+        if np.count_nonzero(ended):
+            self.completed(idx[ended & (before < out)].tolist(), now)
+
+    def completed(self, ids: list[int], now: float) -> None:
+        """Requests ``ids`` generated their last token at ``now`` (every completion passes here once)."""
+        self.states.move_all(ids, RequestState.DONE)
+        gen, out, finish = self.gen, self.out_list, self.finish
+        for i in ids:
+            gen[i] = out[i]
+            finish[i] = now
+        self.finished_count += len(ids)
+
+    def first_tokens(self, ids: list[int], now: float) -> list[int]:
+        """A token at ``now`` for each of requests ``ids`` at the end of their prefill (their first, or the next
+        after a recompute); returns the unfinished ones."""
+        gen, out, alive, done = self.gen, self.out_list, [], []
+        for i in ids:
+            g = gen.item(i) + 1
+            if g == 1:
+                self.first_token[i] = now
+            gen[i] = g
+            (alive if g < out[i] else done).append(i)
+        if done:
+            self.completed(done, now)
+        return alive
+
+    def prefilled(self, ids: list[int], now: float) -> list[int]:
+        """End the prefill of requests ``ids`` on a decode-capable instance with a token each at ``now``; the
+        unfinished ones (returned) decode next, their KV cache resident."""
+        alive = self.first_tokens(ids, now)
+        for i in alive:
+            self.kv_ready[i] = True
+        self.states.move_all(alive, RequestState.DECODING)
+        return alive
+
+    def preempted(self, i: int) -> None:
+        """Request ``i`` lost its KV cache and waits to be recomputed."""
+        self.kv_ready[i] = False
+        self.preemptions[i] += 1
+        self.states.move(i, RequestState.PREEMPTED)
 
     def record_segment(self, inst: Instance, kind: str, end: float, batch: int, kv_tokens: int) -> None:
         if self._segments is not None:
@@ -313,7 +382,8 @@ class Simulator:
         requests = pd.DataFrame({
             "rid": np.arange(self.n), "arrival_s": self.arrival, "prompt_tokens": self.prompt,
             "output_tokens": self.out, "predicted_tokens": self.pred_total,
-            "first_token_s": self.first_token, "finish_s": self.finish, "admitted_s": self.admitted_s,
+            "first_token_s": self.first_token, "finish_s": self.finish,
+            "admitted_s": np.array(self.admitted_s, dtype=float),
             "decode_instance": self.decode_of, "preemptions": self.preemptions, "cached_tokens": self.cached,
         })
         segments = pd.DataFrame(self._segments or [], columns=["instance", "role", "kind", "start_s", "end_s",

@@ -9,6 +9,7 @@ hold, or early when a request arrives that could join the batch.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Protocol
 
@@ -17,6 +18,7 @@ import numpy as np
 from analysis.serving.policies import InstanceView, QueuePolicy, RequestView, WaitQueue
 from analysis.serving.preemption import preemptible
 from analysis.serving.prefix_cache import PrefixCache, cached_tokens
+from analysis.serving.states import RequestState, RequestStates
 
 
 class Simulation(Protocol):
@@ -31,22 +33,68 @@ class Simulation(Protocol):
     kv_ready: np.ndarray
     preemptions: np.ndarray
     arrival: np.ndarray
+    arrival_list: list[float]
+    prompt_list: list[int]
+    pred_list: list[float]
+    out_list: list[int]
     hash_ids: list | None
     cached: np.ndarray
     queue_policy: QueuePolicy
     prefill_policy: QueuePolicy
+    states: RequestStates
 
     def push_instance_event(self, t: float, instance: Instance) -> None: ...
     def record_segment(self, instance: Instance, kind: str, now: float, size: int, kv_tokens: int) -> None: ...
     def emit_tokens(self, batch: np.ndarray, now: float, count: int) -> None: ...
+    def completed(self, ids: list[int], now: float) -> None: ...
+    def first_tokens(self, ids: list[int], now: float) -> list[int]: ...
+    def prefilled(self, ids: list[int], now: float) -> list[int]: ...
+    def preempted(self, i: int) -> None: ...
     def handoff(self, i: int, now: float) -> None: ...
     def request_view(self, i: int) -> RequestView: ...
-    def admitted(self, i: int, now: float) -> None: ...
+    def admitted(self, i: int, now: float, to: RequestState) -> None: ...
+
+
+# the ufunc reduction without the ndarray-method wrapper (the same result as .sum())
+np_sum = np.add.reduce
+
+
+def pairwise_sum(values: list[float]) -> float:
+    """Sum of ``values`` in numpy's pairwise order (``np.add.reduce`` on a float64 array gives the same bits)."""
+    return _pairwise(values, 0, len(values))
+
+
+def _pairwise(v: list[float], lo: int, n: int) -> float:
+    if n < 8:
+        total = 0.0
+        for x in v[lo:lo + n]:
+            total += x
+        return total
+    if n <= 128:  # eight running sums, then the rest one by one
+        r0, r1, r2, r3, r4, r5, r6, r7 = v[lo:lo + 8]
+        end = lo + n - n % 8
+        it = iter(v[lo + 8:end])
+        for x0, x1, x2, x3, x4, x5, x6, x7 in zip(it, it, it, it, it, it, it, it):
+            r0 += x0
+            r1 += x1
+            r2 += x2
+            r3 += x3
+            r4 += x4
+            r5 += x5
+            r6 += x6
+            r7 += x7
+        total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        for x in v[end:lo + n]:
+            total += x
+        return total
+    half = n // 2
+    half -= half % 8
+    return _pairwise(v, lo, half) + _pairwise(v, lo + half, n - half)
 
 
 def blocks_for(tokens, block_size: int):
-    """KV blocks holding ``tokens`` tokens (works on ints and arrays)."""
-    return -(-tokens // block_size)
+    """KV blocks holding ``tokens`` (positive) tokens (works on ints and arrays)."""
+    return (tokens + (block_size - 1)) // block_size
 
 
 class Instance:
@@ -71,9 +119,10 @@ class Instance:
         """Prompt tokens of request ``i`` this instance's prefix cache holds (recorded as the request's cached
         tokens); call only with a cache."""
         sim = self.sim
-        blocks = self.prefix_cache.use(sim.hash_ids[i])
-        sim.cached[i] = cached_tokens(blocks, sim.config.hash_block_tokens, int(sim.prompt[i]))
-        return int(sim.cached[i])
+        cached = cached_tokens(self.prefix_cache.use(sim.hash_ids[i]), sim.config.hash_block_tokens,
+                               sim.prompt_list[i])
+        sim.cached[i] = cached
+        return cached
 
     def cache_prompts(self, idx) -> None:
         """Put the prompt blocks of prefilled requests ``idx`` in the prefix cache (if any)."""
@@ -118,24 +167,23 @@ class PrefillInstance(Instance):
     def plan(self, now: float) -> None:
         if self.busy_until is not None or not self.queue:
             return
-        cfg, prompt, queue = self.sim.config, self.sim.prompt, self.queue
+        cfg, prompt, queue = self.sim.config, self.sim.prompt_list, self.queue
         batch, tokens = [], 0
         while queue and len(batch) < cfg.max_batch_size:
             i = queue.peek(now) if self.ordered else queue[0]
-            p = int(prompt[i]) - (self.prefix_hit(i) if self.prefix_cache else 0)
+            p = prompt[i] - (self.prefix_hit(i) if self.prefix_cache else 0)
             if batch and tokens + p > cfg.max_prefill_tokens:
                 break
             batch.append(queue.pop(now) if self.ordered else queue.popleft())
+            self.sim.states.move(batch[-1], RequestState.PREFILLING)
             tokens += p
         self.batch, self.batch_tokens = batch, tokens
         self._schedule(now, now + cfg.cost.prefill.step_s(tokens, len(batch), 0))
 
     def finish_iteration(self, now: float) -> None:
         self.sim.record_segment(self, "prefill", now, len(self.batch), 0)
-        batch = np.asarray(self.batch, dtype=np.int64)
-        self.cache_prompts(batch)
-        self.sim.emit_tokens(batch, now, 1)
-        for i in batch[self.sim.gen[batch] < self.sim.out[batch]].tolist():
+        self.cache_prompts(self.batch)
+        for i in self.sim.first_tokens(self.batch, now):
             self.sim.handoff(i, now)
         self.batch = []
 
@@ -150,37 +198,56 @@ class DecodeInstance(Instance):
         self.waiting = WaitQueue(sim.queue_policy, sim.config.aging_s)
         self.queued_pred = 0.0
         self._queued_amount: dict[int, float] = {}
-        self._running_pred: float | None = None
+        self._running_pred: float | None = None  # predicted load of the running requests, None when stale
+        self._view: InstanceView | None = None  # the last snapshot, None once anything in it changed
 
     def reserve(self, i: int) -> None:
         """Count a request dispatched here (in transfer or waiting) in the predicted load."""
-        amount = max(self.sim.pred_total[i] - self.sim.gen[i], 1.0)
+        amount = max(self.sim.pred_total.item(i) - self.sim.gen.item(i), 1.0)
         self._queued_amount[i] = self._queued_amount.get(i, 0.0) + amount
         self.queued_pred += amount
+        self._view = None
 
     def _unreserve(self, i: int) -> None:
         self.queued_pred -= self._queued_amount.pop(i)
+        self._view = None
 
-    def running_ids(self) -> np.ndarray:
+    def _running_changed(self) -> None:
+        """Forget the running load and the snapshot (after a change of the running requests or their progress)."""
+        self._running_pred, self._view = None, None
+
+    def running_ids(self) -> np.ndarray | list[int]:
         raise NotImplementedError
 
-    def view(self) -> InstanceView:
-        """Snapshot for dispatchers; the running part of the load is as of the last iteration end."""
-        idx = self.running_ids()
-        if self._running_pred is None:
-            sim = self.sim
-            self._running_pred = float(np.maximum(sim.pred_total[idx] - sim.gen[idx], 1.0).sum()) if len(idx) else 0.0
-        return InstanceView(index=self.index, queued=len(self.waiting), running=len(idx),
-                            predicted_outstanding_tokens=self.queued_pred + self._running_pred)
+    def occupied(self) -> int:
+        """Batch slots in use between iterations."""
+        return len(self.running_ids())
 
-    def requeue(self, i: int) -> None:
-        """Put a request in the wait queue (counted in the predicted load) without planning."""
+    def _running_load(self) -> float:
+        """Predicted remaining tokens of the running requests (at least 1 each)."""
+        sim, idx = self.sim, self.running_ids()
+        return float(np_sum(np.maximum(sim.pred_total[idx] - sim.gen[idx], 1.0))) if len(idx) else 0.0
+
+    def view(self) -> InstanceView:
+        """Snapshot for dispatchers (kept until something in it changes); the running part of the load is as of the
+        last change of the running requests (``_running_pred``, reset by then)."""
+        if self._view is None:
+            if self._running_pred is None:
+                self._running_pred = self._running_load()
+            self._view = InstanceView(self.index, len(self.waiting), self.occupied(),
+                                      self.queued_pred + self._running_pred)
+        return self._view
+
+    def requeue(self, i: int, request: RequestView | None = None) -> None:
+        """Put a request (whose view is ``request`` when known) in the wait queue (counted in the predicted load)
+        without planning."""
         if i not in self._queued_amount:
             self.reserve(i)
-        self.waiting.push(self.sim.request_view(i))
+        self.waiting.push(request or self.sim.request_view(i))
+        self._view = None
 
-    def enqueue(self, i: int, now: float) -> None:
-        self.requeue(i)
+    def enqueue(self, i: int, now: float, request: RequestView | None = None) -> None:
+        self.requeue(i, request)
         if self.busy_until is None:
             self.plan(now)
         else:
@@ -199,6 +266,15 @@ class ContinuousInstance(DecodeInstance):
     request. When the next token does not fit in the cache, the running request with the worst
     policy key is preempted (its KV is dropped and recomputed on re-admission). With ``preemptive``
     the policy also preempts for waiting requests (:mod:`analysis.serving.preemption`).
+
+    The running requests are kept in batch order, in lists (per-iteration work on batches of tens of requests is
+    cheaper in plain Python than in numpy calls), with per request ``g`` = generated tokens - ``steps``, ``c`` =
+    context - ``steps``, ``f`` = remaining true tokens + ``steps`` and ``p`` = its predicted total, where ``steps``
+    counts the decode steps the instance has run: a decode step then only advances ``steps``. The sum of the ``c``
+    and a count of ``c`` modulo the block size give the batch's context and KV blocks without a pass over it. A
+    running request's
+    generated count (``sim.gen``) is written when it leaves the batch and before a preemption decision reads it
+    (:meth:`_sync_gen`).
     """
 
     def __init__(self, sim: Simulation, index: int, uid: int) -> None:
@@ -206,20 +282,102 @@ class ContinuousInstance(DecodeInstance):
         cfg = sim.config
         self.cap_blocks = cfg.kv_capacity_tokens // cfg.block_size
         self.watermark = max(1, self.cap_blocks // 100)
-        self.running = np.empty(0, dtype=np.int64)
+        self.running: list[int] = []
         self.used_blocks = 0
         self.held_blocks = 0  # blocks of admitted requests outside ``running`` between iterations (chunked prefills)
         self.kind = "idle"
         self.seg_k = 0
         self.seg_ctx = 0.0
-        self.prefill_batch = np.empty(0, dtype=np.int64)
+        self.prefill_batch: list[int] = []
+        self.steps = 0
+        self._g: list[int] = []
+        self._c: list[int] = []
+        self._c_sum = 0
+        self._c_blocks = 0  # sum of c // block_size
+        self._c_residues = [0] * cfg.block_size  # how many c have each value of c % block_size
+        self._f: list[int] = []
+        self._f_min: float = math.inf  # min(_f): the step at which the next running request ends
+        self._p: list[float] = []
 
-    def running_ids(self) -> np.ndarray:
+    def running_ids(self) -> list[int]:
         return self.running
 
-    def _set_running(self, idx: np.ndarray) -> None:
-        self.running = idx
-        self._running_pred = None
+    def _running_load(self) -> float:
+        return pairwise_sum(self._load_terms())
+
+    def _load_terms(self) -> list[float]:
+        """Each running request's predicted remaining tokens (at least 1)."""
+        steps = self.steps
+        return [x if (x := p - (g + steps)) > 1.0 else 1.0 for p, g in zip(self._p, self._g)]
+
+    def _sync_gen(self) -> None:
+        """Write the generated counts of the running requests to ``sim.gen``."""
+        gen, steps = self.sim.gen, self.steps
+        for i, g in zip(self.running, self._g):
+            gen[i] = g + steps
+
+    def _join(self, ids: list[int]) -> None:
+        """Add requests ``ids`` (their ``sim.gen`` current) to the running batch."""
+        sim, steps = self.sim, self.steps
+        for i in ids:
+            g = sim.gen.item(i)
+            self.running.append(i)
+            self._g.append(g - steps)
+            self._add_c(sim.prompt_list[i] + g - steps)
+            self._f.append(sim.out_list[i] - g + steps)
+            self._f_min = min(self._f_min, self._f[-1])
+            self._p.append(sim.pred_list[i])
+        self._running_changed()
+
+    def _remove(self, positions: list[int]) -> list[int]:
+        """Take the running requests at ``positions`` (ascending) out of the batch; returns their ``c``."""
+        removed = []
+        for j in reversed(positions):
+            del self.running[j], self._g[j], self._f[j], self._p[j]
+            removed.append(self._c.pop(j))
+            self._count_c(removed[-1], -1)
+        self._f_min = min(self._f, default=math.inf)
+        self._running_changed()
+        return removed
+
+    def _add_c(self, c: int) -> None:
+        self._c.append(c)
+        self._count_c(c, 1)
+
+    def _count_c(self, c: int, sign: int) -> None:
+        blocks, residue = divmod(c, self.sim.config.block_size)
+        self._c_sum += sign * c
+        self._c_blocks += sign * blocks
+        self._c_residues[residue] += sign
+
+    def _blocks_after(self, k: int) -> int:
+        """KV blocks of the running requests after ``k`` more tokens each."""
+        bs = self.sim.config.block_size
+        whole, part = divmod(self.steps + k + bs - 1, bs)  # (c + whole * bs + part) // bs, summed
+        return self._c_blocks + len(self._c) * whole + sum(self._c_residues[bs - part:])
+
+    def _context_sum(self) -> float:
+        """Context tokens of the running requests."""
+        return float(self._c_sum + len(self._c) * self.steps)
+
+    def _advance(self, k: int, now: float) -> list[int]:
+        """``k`` more tokens for every running request, the last at ``now``: the finished ones leave the batch
+        (returns their ``c``)."""
+        self.steps += k
+        steps, f = self.steps, self._f
+        if self._f_min > steps:
+            self._running_changed()
+            return []
+        if self._f_min < steps:
+            raise RuntimeError(f"instance {self.uid} decoded past the last token of a request")
+        ended, j = [], -1
+        for _ in range(f.count(steps)):  # the requests whose last token this was
+            j = f.index(steps, j + 1)
+            ended.append(j)
+        done = [self.running[j] for j in ended]
+        removed = self._remove(ended)
+        self.sim.completed(done, now)
+        return removed
 
     def on_arrival_while_busy(self, i: int, now: float) -> None:
         """End a decode segment at the first iteration boundary so the newcomer can join (or preempt)."""
@@ -257,8 +415,8 @@ class ContinuousInstance(DecodeInstance):
         joined, batch, tokens = [], [], 0
         while len(self.waiting) and len(self.running) + len(joined) + len(batch) < cfg.max_batch_size:
             i = self.waiting.peek(now)
-            resident = bool(sim.kv_ready[i])
-            context = int(sim.prompt[i] + sim.gen[i])
+            resident = sim.kv_ready.item(i)
+            context = sim.prompt_list[i] + sim.gen.item(i)
             if self.prefix_cache and not resident:
                 context -= self.prefix_hit(i)
             blocks = self._blocks_to_admit(i)
@@ -269,18 +427,19 @@ class ContinuousInstance(DecodeInstance):
             self.waiting.pop(now)
             self._unreserve(i)
             self.used_blocks += blocks
-            sim.admitted(i, now)
+            sim.admitted(i, now, RequestState.DECODING if resident else RequestState.PREFILLING)
             (joined if resident else batch).append(i)
             tokens += 0 if resident else context
         if joined:
-            self._set_running(np.concatenate([self.running, np.asarray(joined, dtype=np.int64)]))
-        self.prefill_batch = np.asarray(batch, dtype=np.int64)
+            self._join(joined)
+        self.prefill_batch = batch
         return tokens
 
     def _blocks_to_admit(self, i: int) -> int:
         """KV blocks request ``i`` takes on admission (one more token when it must be prefilled first)."""
         sim = self.sim
-        return int(blocks_for(int(sim.prompt[i] + sim.gen[i]) + (0 if sim.kv_ready[i] else 1), sim.config.block_size))
+        return blocks_for(sim.prompt_list[i] + sim.gen.item(i) + (0 if sim.kv_ready.item(i) else 1),
+                          sim.config.block_size)
 
     def _key(self, i: int) -> float:
         return self.sim.queue_policy.key(self.sim.request_view(i))
@@ -289,7 +448,9 @@ class ContinuousInstance(DecodeInstance):
         """Running requests the guard lets the policy preempt, with keys above ``head_key``, worst first, just enough
         to free ``slots`` batch slots and ``blocks`` KV blocks (empty when even all of them are not enough)."""
         sim = self.sim
-        allowed = preemptible(self.running, sim.gen, sim.pred_total, sim.preemptions, sim.config).tolist()
+        self._sync_gen()
+        running = np.array(self.running, dtype=np.int64)
+        allowed = preemptible(running, sim.gen, sim.pred_total, sim.preemptions, sim.config).tolist()
         ranked = sorted(((self._key(r), sim.arrival[r], r) for r in allowed), reverse=True)
         chosen, freed = [], 0
         for key, _, r in ranked:
@@ -309,43 +470,40 @@ class ContinuousInstance(DecodeInstance):
 
     def _preempt_one(self) -> None:
         sim = self.sim
-        self._evict(max(self.running.tolist(), key=lambda i: (self._key(i), sim.arrival[i], i)))
+        self._sync_gen()
+        self._evict(max(self.running, key=lambda i: (self._key(i), sim.arrival[i], i)))
 
     def _evict(self, victim: int) -> None:
         """Drop ``victim``'s KV cache and put it back in the wait queue (recomputed on re-admission)."""
         sim = self.sim
-        self._set_running(self.running[self.running != victim])
-        self.used_blocks -= blocks_for(int(sim.prompt[victim] + sim.gen[victim]), sim.config.block_size)
-        sim.kv_ready[victim] = False
-        sim.preemptions[victim] += 1
+        self._sync_gen()
+        self._remove([self.running.index(victim)])
+        self.used_blocks -= blocks_for(sim.prompt_list[victim] + sim.gen.item(victim), sim.config.block_size)
+        sim.preempted(victim)
         self.requeue(victim)
 
     def occupied(self) -> int:
-        """Batch slots in use between iterations."""
         return len(self.running)
 
     def fit_next_token(self) -> None:
         """Preempt running requests (worst policy key first) until each can store one more token."""
-        sim, bs = self.sim, self.sim.config.block_size
         if self.used_blocks + len(self.running) > self.cap_blocks:  # the next token may not fit
-            while self.held_blocks + blocks_for(sim.prompt[self.running] + sim.gen[self.running] + 1, bs).sum() \
-                    > self.cap_blocks:
+            while self.held_blocks + self._blocks_after(1) > self.cap_blocks:
                 self._preempt_one()
 
     def _plan_decode(self, now: float) -> None:
         sim, bs = self.sim, self.sim.config.block_size
         self.fit_next_token()
         idx = self.running
-        gen = sim.gen[idx]
-        ctx = sim.prompt[idx] + gen
-        k = int((sim.out[idx] - gen).min())
+        k = self._f_min - self.steps
         free = self.cap_blocks - self.used_blocks
         if len(idx) * ((k - 1) // bs + 1) > free:  # the cache may fill up before the next completion
-            first_new = bs - (ctx - 1) % bs  # iteration (1-based) at which each sequence needs a new block
+            # iteration (1-based) at which each sequence needs a new block
+            first_new = bs - (np.array(self._c, dtype=np.int64) + (self.steps - 1)) % bs
             periods, rest = divmod(free, len(idx))
             within = np.cumsum(np.bincount(first_new, minlength=bs + 1))
             k = max(1, min(k, periods * bs + int(np.searchsorted(within, rest, side="right")) - 1))
-        self.kind, self.seg_ctx, self.seg_k = "decode", float(ctx.sum()), k
+        self.kind, self.seg_ctx, self.seg_k = "decode", self._context_sum(), k
         self._schedule(now, now + sim.config.cost.decode.decode_run_s(len(idx), self.seg_ctx, k))
 
     def finish_iteration(self, now: float) -> None:
@@ -353,22 +511,17 @@ class ContinuousInstance(DecodeInstance):
         if self.kind == "prefill":
             batch = self.prefill_batch
             self.cache_prompts(batch)
-            sim.emit_tokens(batch, now, 1)
-            sim.kv_ready[batch] = True
+            alive = sim.prefilled(batch, now)
             sim.record_segment(self, "prefill", now, len(batch), self.used_blocks * bs)
-            idx = np.concatenate([self.running, batch])
-            self.prefill_batch = batch[:0]
-        else:
-            idx = self.running
-            sim.emit_tokens(idx, now, self.seg_k)
-        idx = idx[sim.gen[idx] < sim.out[idx]]
-        used = int(blocks_for(sim.prompt[idx] + sim.gen[idx], bs).sum()) + self.held_blocks
-        if self.kind == "decode":
-            finished = self.running[sim.gen[self.running] >= sim.out[self.running]]
-            peak = used + int(blocks_for(sim.prompt[finished] + sim.gen[finished], bs).sum())
-            sim.record_segment(self, "decode", now, len(self.running), peak * bs)
-        self._set_running(idx)
-        self.used_blocks = used
+            self._join(alive)
+            self.prefill_batch = []
+            self.used_blocks = self._blocks_after(0) + self.held_blocks
+            return
+        peak = self._blocks_after(self.seg_k)
+        sim.record_segment(self, "decode", now, len(self.running), (peak + self.held_blocks) * bs)
+        shift = self.steps + self.seg_k + bs - 1
+        ended = self._advance(self.seg_k, now)
+        self.used_blocks = peak - sum([(c + shift) // bs for c in ended]) + self.held_blocks
 
 
 class StaticInstance(DecodeInstance):
@@ -391,21 +544,21 @@ class StaticInstance(DecodeInstance):
         while len(self.waiting) and len(batch) < cfg.max_batch_size:
             i = self.waiting.pop(now)
             self._unreserve(i)
-            sim.admitted(i, now)
+            sim.admitted(i, now, RequestState.DECODING if sim.kv_ready[i] else RequestState.PREFILLING)
             batch.append(i)
         idx = np.asarray(batch, dtype=np.int64)
         fresh = idx[~sim.kv_ready[idx]]
         start_decode = now
         if len(fresh):
             start_decode += cfg.cost.prefill.step_s(int(sim.prompt[fresh].sum()), len(fresh), 0)
-            sim.emit_tokens(fresh, start_decode, 1)
-            sim.kv_ready[fresh] = True
+            sim.prefilled(fresh.tolist(), start_decode)
         lengths = sim.out[idx]
         steps = int(lengths.max()) - 1
         context = float((sim.prompt[idx] + 1).sum())
         end = start_decode + cfg.cost.decode.decode_run_s(len(idx), context, steps)
         sim.record_padding(len(idx), int(lengths.sum()), int(lengths.max()))
-        self.batch, self._running_pred = idx, None
+        self.batch = idx
+        self._running_changed()
         self._schedule(now, end)
 
     def finish_iteration(self, now: float) -> None:
@@ -413,4 +566,5 @@ class StaticInstance(DecodeInstance):
         sim.emit_tokens(idx, now, sim.out[idx] - sim.gen[idx])
         padded_kv = int((sim.prompt[idx] + sim.out[idx].max()).sum())
         sim.record_segment(self, "static", now, len(idx), padded_kv)
-        self.batch, self._running_pred = np.empty(0, dtype=np.int64), None
+        self.batch = np.empty(0, dtype=np.int64)
+        self._running_changed()

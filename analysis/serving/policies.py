@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -43,6 +44,10 @@ class Dispatcher(ABC):
     """Chooses the decode instance of a request."""
 
     name = "dispatch"
+    needs_prefix_cache = False
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed  # for dispatchers that draw at random
 
     @abstractmethod
     def choose(self, request: RequestView, instances: Sequence[InstanceView]) -> int:
@@ -52,7 +57,8 @@ class Dispatcher(ABC):
 class RoundRobin(Dispatcher):
     name = "rr"
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed)
         self._next = 0
 
     def choose(self, request: RequestView, instances: Sequence[InstanceView]) -> int:
@@ -65,10 +71,14 @@ class RandomDispatch(Dispatcher):
     name = "random"
 
     def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed)
         self._rng = np.random.default_rng(seed)
 
     def choose(self, request: RequestView, instances: Sequence[InstanceView]) -> int:
         return int(self._rng.integers(len(instances)))
+
+
+_LOAD_THEN_INDEX = attrgetter("predicted_outstanding_tokens", "index")
 
 
 class LeastLoaded(Dispatcher):
@@ -77,7 +87,7 @@ class LeastLoaded(Dispatcher):
     name = "lb"
 
     def choose(self, request: RequestView, instances: Sequence[InstanceView]) -> int:
-        return min(instances, key=lambda v: (v.predicted_outstanding_tokens, v.index)).index
+        return min(instances, key=_LOAD_THEN_INDEX).index
 
 
 class QueuePolicy(ABC):
@@ -131,27 +141,10 @@ class PrefixAware(LeastLoaded):
     """Cache-aware: the instance whose prefix cache holds the most of the request's prompt (ties: least loaded)."""
 
     name = "prefix"
+    needs_prefix_cache = True
 
     def choose(self, request: RequestView, instances: Sequence[InstanceView]) -> int:
         return min(instances, key=lambda v: (-v.cached_tokens, v.predicted_outstanding_tokens, v.index)).index
-
-
-DISPATCHERS = {"rr": RoundRobin, "random": RandomDispatch, "lb": LeastLoaded, "prefix": PrefixAware}
-QUEUE_POLICIES = {"fcfs": FCFS, "sjf": SJF, "srpt": SRPT, "spf": ShortestPrompt}
-# Orders a prefill queue can use (decode progress is always 0 there, so SRPT would equal SJF).
-PREFILL_QUEUE_POLICIES = ("fcfs", "spf", "sjf")
-
-
-def make_dispatcher(name: str, seed: int = 0) -> Dispatcher:
-    if name not in DISPATCHERS:
-        raise ValueError(f"unknown dispatch policy {name!r}; choose one of {', '.join(DISPATCHERS)}")
-    return RandomDispatch(seed) if name == "random" else DISPATCHERS[name]()
-
-
-def make_queue_policy(name: str) -> QueuePolicy:
-    if name not in QUEUE_POLICIES:
-        raise ValueError(f"unknown queue policy {name!r}; choose one of {', '.join(QUEUE_POLICIES)}")
-    return QUEUE_POLICIES[name]()
 
 
 class WaitQueue:

@@ -28,6 +28,11 @@ class Predictor(ABC):
 
     name: str = "predictor"
 
+    @classmethod
+    def build(cls, output_tokens: np.ndarray, **options) -> Predictor:
+        """The predictor for a trace with true ``output_tokens``, from the options of ``make_predictor`` it reads."""
+        raise NotImplementedError
+
     @abstractmethod
     def static(self, i: int) -> float:
         """Predicted total output length of request ``i``."""
@@ -41,6 +46,10 @@ class OraclePredictor(Predictor):
     """The true lengths."""
 
     name = "oracle"
+
+    @classmethod
+    def build(cls, output_tokens: np.ndarray, **_) -> Predictor:
+        return cls(output_tokens)
 
     def __init__(self, true_lengths: np.ndarray) -> None:
         self._true = np.asarray(true_lengths, dtype=float)
@@ -62,6 +71,11 @@ class NoisyOraclePredictor(Predictor):
 
     name = "oracle-noise"
     _TABLE = 1 << 16  # pre-drawn update noise, indexed by a hash of (request, update)
+
+    @classmethod
+    def build(cls, output_tokens: np.ndarray, *, mae: float = 0.0, seed: int = 0, update_every: int = 32,
+              **_) -> Predictor:
+        return cls(output_tokens, mae, seed, update_every)
 
     def __init__(self, true_lengths: np.ndarray, mae: float, seed: int = 0, update_every: int = 32) -> None:
         if mae < 0 or update_every < 1:
@@ -89,6 +103,10 @@ class ConstantPredictor(Predictor):
 
     name = "constant"
 
+    @classmethod
+    def build(cls, output_tokens: np.ndarray, *, constant: float = 256.0, **_) -> Predictor:
+        return cls(constant)
+
     def __init__(self, value: float) -> None:
         if value < 1:
             raise ValueError("constant prediction must be >= 1 token")
@@ -106,6 +124,13 @@ class StoredPredictor(Predictor):
     """
 
     name = "stored"
+
+    @classmethod
+    def build(cls, output_tokens: np.ndarray, *, run_ids: np.ndarray | None = None,
+              predictions: pd.DataFrame | None = None, **_) -> Predictor:
+        if run_ids is None or predictions is None:
+            raise ValueError("a stored predictor needs a trace with run_id and the predictor's predictions")
+        return cls(run_ids, predictions)
 
     def __init__(self, run_ids: np.ndarray, predictions: pd.DataFrame) -> None:
         by_run = {int(r): g for r, g in predictions.groupby("run_id")}
@@ -132,6 +157,12 @@ class TraceColumnPredictor(Predictor):
 
     name = "trace-column"
 
+    @classmethod
+    def build(cls, output_tokens: np.ndarray, *, predicted: np.ndarray | None = None, **_) -> Predictor:
+        if predicted is None:
+            raise ValueError("the trace has no predicted_tokens column (a column mapping can name another one)")
+        return cls(predicted)
+
     def __init__(self, predicted: np.ndarray) -> None:
         self._predicted = np.maximum(np.asarray(predicted, dtype=float), 1.0)
 
@@ -152,6 +183,13 @@ class EmpiricalPredictor(Predictor):
 
     name = "empirical"
 
+    @classmethod
+    def build(cls, output_tokens: np.ndarray, *, pairs: PredictionPairs | None = None, seed: int = 0,
+              **_) -> Predictor:
+        if pairs is None:
+            raise ValueError("an empirical predictor needs a predictions file of (true length, prediction) pairs")
+        return cls(output_tokens, pairs.true, pairs.policy_values(), ranks=pairs.lengths() is None, seed=seed)
+
     def __init__(self, true_lengths: np.ndarray, pair_true: np.ndarray, pair_values: np.ndarray, *,
                  ranks: bool = False, n_buckets: int = EMPIRICAL_BUCKETS, seed: int = 0) -> None:
         edges = quantile_edges(pair_true, n_buckets)
@@ -170,34 +208,3 @@ class EmpiricalPredictor(Predictor):
 
     def remaining(self, i: int, generated: int) -> float:
         return float(self._static[i]) if self.ranks else max(float(self._static[i]) - generated, 1.0)
-
-
-PREDICTOR_KINDS = ("oracle", "oracle-noise", "constant", "stored", "trace-column", "empirical")
-
-
-def make_predictor(kind: str, output_tokens: np.ndarray, *, mae: float = 0.0, constant: float = 256.0,
-                   seed: int = 0, update_every: int = 32, run_ids: np.ndarray | None = None,
-                   predictions: pd.DataFrame | None = None, predicted: np.ndarray | None = None,
-                   pairs: PredictionPairs | None = None) -> Predictor:
-    """Build a predictor by name for a trace with true ``output_tokens`` (``predicted``: the trace's own
-    predictions; ``pairs``: an external predictor's pairs for the empirical one)."""
-    if kind == "oracle":
-        return OraclePredictor(output_tokens)
-    if kind == "oracle-noise":
-        return NoisyOraclePredictor(output_tokens, mae, seed, update_every)
-    if kind == "constant":
-        return ConstantPredictor(constant)
-    if kind == "stored":
-        if run_ids is None or predictions is None:
-            raise ValueError("a stored predictor needs a trace with run_id and the predictor's predictions")
-        return StoredPredictor(run_ids, predictions)
-    if kind == "trace-column":
-        if predicted is None:
-            raise ValueError("the trace has no predicted_tokens column (a column mapping can name another one)")
-        return TraceColumnPredictor(predicted)
-    if kind == "empirical":
-        if pairs is None:
-            raise ValueError("an empirical predictor needs a predictions file of (true length, prediction) pairs")
-        return EmpiricalPredictor(output_tokens, pairs.true, pairs.policy_values(), ranks=pairs.lengths() is None,
-                                  seed=seed)
-    raise ValueError(f"unknown predictor {kind!r}; choose one of {', '.join(PREDICTOR_KINDS)}")

@@ -9,10 +9,10 @@ from cache.store import Store
 from lenscope.app.runner import run_job
 from lenscope.app.widgets import show_figure
 from lenscope.figures.serving import qps_sweep_figure
+from lenscope.jobs.grid_sweep import GRID_METRICS
 from lenscope.jobs.qps_sweep import (
     SATURATION_GROWTH,
     SATURATION_SERVED,
-    SWEEP_METRICS,
     default_qps,
     parse_policies,
     parse_qps,
@@ -20,7 +20,7 @@ from lenscope.jobs.qps_sweep import (
     saturation_points,
     saturation_text,
 )
-from lenscope.jobs.serving import QUEUE_POLICY_NAMES, PredictorSpec, SimConfig, saturating_qps
+from lenscope.jobs.serving import QUEUE_POLICIES, PredictorSpec, SimConfig, saturating_qps
 
 DEFAULT_POLICIES = ["rr+fcfs", "rr+sjf", "lb+sjf"]
 
@@ -32,14 +32,14 @@ def qps_sweep_tab(store: Store, trace: pd.DataFrame, spec: PredictorSpec, base: 
                 "cluster. A point is *saturated* (a cross) when the backlog keeps growing (the last quarter of "
                 f"arrivals finds over {SATURATION_GROWTH:g}x as many requests in the system as the second quarter) "
                 f"and the cluster serves less than {SATURATION_SERVED:.0%} of the offered rate.")
-    choices = [f"{d}+{q}" for d in dispatches for q in QUEUE_POLICY_NAMES]
+    choices = [f"{d}+{q}" for d in dispatches for q in QUEUE_POLICIES.names()]
     c1, c2 = st.columns(2)
     picked = c1.multiselect("Policies", choices, [p for p in DEFAULT_POLICIES if p in choices], key="qps_policies",
                             format_func=str.upper)
     capacity = saturating_qps(trace, base, factor=1.0)
     qps_text = c2.text_input("QPS values", ", ".join(f"{q:g}" for q in default_qps(trace, base)), key="qps_values",
                              help=f"Default: 0.25 to 1.5 times the estimated capacity ({capacity:.3g} QPS)")
-    metric = st.selectbox("Latency shown", SWEEP_METRICS[:5], index=2, key="qps_metric")
+    metric = st.selectbox("Latency shown", GRID_METRICS[:5], index=2, key="qps_metric")
     if st.button("Run QPS sweep", key="qps_run", type="primary"):
         def job(cb):
             values = parse_qps(qps_text)

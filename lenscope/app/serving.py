@@ -15,10 +15,9 @@ from lenscope.figures.serving import gantt_figure, instance_load_figure, latency
 from lenscope.jobs.serving import (
     BATCHING,
     DEFAULT_COST,
-    DISPATCH_POLICIES,
     EMPIRICAL_BUCKETS,
     MODES,
-    PREDICTOR_KINDS,
+    PREDICTORS,
     PREFILL_QUEUE_POLICIES,
     SPLITWISE_PROFILE,
     TIME_UNITS,
@@ -32,17 +31,18 @@ from lenscope.jobs.serving import (
     compare_table,
     cost_model_options,
     dataset_trace,
+    dispatch_choices,
     filter_trace,
     fit_cost_option,
     import_predictions,
     load_trace_file,
     poisson_retime,
     predictions_format,
+    predictor_choices,
     run_simulation,
 )
 from lenscope.jobs.study import preferred_dataset
 
-PREDICTOR_LABELS = {"trace-column": "trace column", "empirical": "empirical (upload predictions file)"}
 NO_COLUMN = "(none)"
 Mapping = tuple[str, str, str, str, str | None]  # arrival, prompt, output columns, arrival unit, predicted column
 
@@ -186,10 +186,8 @@ def predictor_picker(store: Store, trace: pd.DataFrame) -> PredictorSpec | None:
     """Sidebar: the predictor the policies see (trained ones only for traces of the app's runs, the trace column only
     for traces that carry predictions)."""
     st.sidebar.header("Predictor")
-    kinds = [k for k in PREDICTOR_KINDS if (k != "stored" or "run_id" in trace)
-             and (k != "trace-column" or "predicted_tokens" in trace)]
-    kind = st.sidebar.selectbox("Predictor", kinds, index=1, key="sched_predictor",
-                                format_func=lambda k: PREDICTOR_LABELS.get(k, k))
+    kinds = predictor_choices(trace.columns)
+    kind = st.sidebar.selectbox("Predictor", kinds, index=1, key="sched_predictor", format_func=PREDICTORS.label)
     if kind == "oracle-noise":
         return PredictorSpec(kind=kind, mae=st.sidebar.number_input("Noise MAE (tokens)", 0.0, 10_000.0, 50.0,
                                                                      key="sched_mae"))
@@ -259,15 +257,15 @@ def cluster_picker(trace: pd.DataFrame) -> tuple[SimConfig, float]:
 
 def dispatch_options(base: SimConfig) -> list[str]:
     """The dispatch policies ``base`` can use (cache-aware dispatch needs prefix caching)."""
-    return [d for d in DISPATCH_POLICIES if d != "prefix" or base.prefix_cache_tokens]
+    return list(dispatch_choices(bool(base.prefix_cache_tokens)))
 
 
 def policy_options(col, k: int, base: SimConfig) -> dict:
     """One comparison column's prefill-queue and preemption controls, as ``SimConfig`` fields (the defaults where the
     cluster cannot use them: prefill queues need prefill instances, preemption continuous batching)."""
     disaggregated, continuous = base.mode == "disaggregated", base.batching == "continuous"
-    prefill = col.selectbox("Prefill queue", PREFILL_QUEUE_POLICIES, key=f"cmp_pq{k}", disabled=not disaggregated,
-                            help="fcfs; spf: shortest prompt first; sjf: shortest predicted job first")
+    prefill = col.selectbox("Prefill queue", PREFILL_QUEUE_POLICIES.names(), key=f"cmp_pq{k}",
+                            disabled=not disaggregated, help=PREFILL_QUEUE_POLICIES.describe())
     preemptive = col.checkbox("Preemptive", key=f"cmp_pre{k}", disabled=not continuous,
                               help="The queue policy preempts running requests for waiting ones with a smaller key "
                                    "(preemptive SRPT with the srpt queue); KV is recomputed on resumption") \

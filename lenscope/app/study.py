@@ -13,6 +13,7 @@ from lenscope.jobs.datasets import dataset_counts
 from lenscope.jobs.report import study_report
 from lenscope.jobs.study import (
     SIZES,
+    collection_text,
     preferred_dataset,
     run_study,
     study_checklist,
@@ -24,9 +25,8 @@ from lenscope.jobs.tour import tour
 from models.target import TargetModel
 
 STARTER_JOB = "starter-study"
-SIZE_TEXT = {"tiny": "a test-sized study (a few prompts, few tokens)",
-             "starter": "48 ShareGPT chats, 12 HumanEval tasks (plain and chain-of-thought), 4 RL prompts x 4 "
-                        "samples and 6 long inputs at cap 256, then every predictor, attribution, the scheduler "
+SIZE_TEXT = {"tiny": f"a test-sized study ({collection_text(SIZES['tiny'])})",
+             "starter": f"{collection_text(SIZES['starter'])}, then every predictor, attribution, the scheduler "
                         "preset and the claims",
              "full": "the >= 2,000-run study (hours on 2 CPU cores; its generations ship with the app)"}
 

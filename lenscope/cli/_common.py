@@ -79,6 +79,24 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
 
 
+def add_ray_args(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--ray [ADDRESS]`` and ``--ray-workers N``: run ``what`` on a Ray cluster (a local one without ADDRESS)."""
+    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                        help=f"{what} on a Ray cluster: ray://HOST:10001 or auto to join one, no address to start a "
+                             "local cluster (needs: pip install -r requirements-ray.txt)")
+    parser.add_argument("--ray-workers", type=positive_int, default=None,
+                        help="Ray workers (default: one per GPU of the cluster, else one per CPU slot)")
+
+
+def ray_options(args: argparse.Namespace):
+    """The :class:`~lenscope.jobs.ray_cluster.RayOptions` the Ray arguments ask for (None without ``--ray``)."""
+    if args.ray is None:
+        return None
+    from lenscope.jobs.ray_cluster import RayOptions
+
+    return RayOptions(address=None if args.ray == "local" else args.ray, workers=args.ray_workers)
+
+
 def load_target(args: argparse.Namespace):
     """Load the target model named by the common model arguments."""
     from models.target import TargetModel

@@ -8,7 +8,16 @@ import signal
 from pathlib import Path
 
 from analysis.data.scenarios import LONG_TOKEN_CAP, SCENARIO_SAMPLING, SCENARIOS
-from lenscope.cli._common import PhaseBars, add_model_args, load_target, output_file, positive_int, progress_bar
+from lenscope.cli._common import (
+    PhaseBars,
+    add_model_args,
+    add_ray_args,
+    load_target,
+    output_file,
+    positive_int,
+    progress_bar,
+    ray_options,
+)
 from models.engine import FEATURE_MODES
 
 
@@ -66,6 +75,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-prompt-tokens", type=int, default=None,
                    help=f"token budget of --scenario long prompts (default: at most {LONG_TOKEN_CAP}, leaving "
                         "room for --max-new-tokens in the model's context)")
+    add_ray_args(p, "sample")
     p.set_defaults(func=run)
     e = subparsers.add_parser("export-generations", help="write a dataset's generations (token ids, no features) "
                               "to a .jsonl.gz file")
@@ -134,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
             bar.set_postfix_str(label)
 
         report = collect_dataset(store, target, args.dataset, prompts, settings, samples,
-                                 batch_size=args.batch_size, features=args.features, on_progress=step)
+                                 batch_size=args.batch_size, features=args.features, on_progress=step,
+                                 ray=ray_options(args))
     share = f", {report.finished}/{report.generated} ended with end-of-turn" if report.generated else ""
     print(f"dataset {args.dataset!r}: {len(report.run_ids)} runs "
           f"({report.generated} generated, {report.cached} from the cache{share}) in {store.url}")

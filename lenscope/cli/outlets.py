@@ -1,11 +1,14 @@
-"""``lenscope train-drafter`` (OUTLETS drafter variants) and ``lenscope train-probe`` (TRAIL-style
-MLP probe on one target layer), both trained on a collected dataset and registered in the store."""
+"""``lenscope train-drafter`` (OUTLETS drafter variants), ``lenscope train-probe`` (TRAIL-style MLP probe on one
+target layer), both trained on a collected dataset and registered in the store, and ``lenscope speculative`` (live
+speculative decoding of held-out prompts with the registered drafters)."""
 
 from __future__ import annotations
 
 import argparse
 
-from analysis.outlets.training import VARIANTS
+from analysis.core.metrics import ci_text
+from analysis.outlets.speculative import DRAFT_STEPS
+from analysis.outlets.training import DRAFT_VOCAB_SIZE, VARIANTS
 from lenscope.cli import _common
 from models.drafter import LENGTH_MODES
 
@@ -20,6 +23,11 @@ def register(subparsers) -> None:
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (the length head uses 3x)")
     p.add_argument("--max-step", type=int, default=128, help="store predictions for steps 0..max-step")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ttt-steps", type=int, default=None,
+                   help="drafting steps unrolled in training (EAGLE-3 training-time test; default 7 on CUDA, 3 on "
+                        "a CPU; 1 = teacher forcing only)")
+    p.add_argument("--draft-vocab", type=int, default=DRAFT_VOCAB_SIZE,
+                   help="draft vocabulary: the most frequent target tokens of the training split (0 = all)")
     _common.add_censoring_arg(p)
     p.set_defaults(func=run_drafter)
 
@@ -33,6 +41,17 @@ def register(subparsers) -> None:
     q.add_argument("--seed", type=int, default=0)
     _common.add_censoring_arg(q)
     q.set_defaults(func=run_probe)
+
+    r = subparsers.add_parser("speculative", help="live speculative decoding of held-out prompts: acceptance per "
+                                                  "position, tau, speedup (OUTLETS vs SD-only drafter)")
+    _common.add_model_args(r)
+    _common.add_dataset_arg(r, "dataset whose drafters and test-split prompts to use")
+    r.add_argument("--prompts", type=_common.positive_int, default=16, help="held-out prompts to decode")
+    r.add_argument("--max-new-tokens", type=_common.positive_int, default=64)
+    r.add_argument("--draft-steps", type=_common.positive_int, default=DRAFT_STEPS, help="drafting horizon k")
+    r.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (output identical to plain decoding)")
+    r.add_argument("--seed", type=int, default=0)
+    r.set_defaults(func=run_speculative)
 
 
 def _positive(value: int, name: str) -> None:
@@ -71,6 +90,7 @@ def run_drafter(args: argparse.Namespace) -> int:
     with _common.progress_bar(1, f"train-drafter {args.variant}") as bar:
         result = train_drafter_job(store, target, args.dataset, args.variant, args.epochs, args.lr,
                                    args.max_step, args.seed, include_censored=args.include_censored,
+                                   ttt_steps=args.ttt_steps, draft_vocab_size=args.draft_vocab,
                                    on_progress=_bar_callback(bar))
     _report(result)
     return 0
@@ -85,4 +105,33 @@ def run_probe(args: argparse.Namespace) -> int:
         result = train_probe_job(Store(), args.dataset, args.layer, args.mode, args.epochs, args.max_step,
                                  args.seed, include_censored=args.include_censored, on_progress=_bar_callback(bar))
     _report(result)
+    return 0
+
+
+def _estimate_text(est: dict, digits: int = 2) -> str:
+    if est["value"] is None:
+        return "n/a"
+    return ci_text(est["value"], est["lo"], est["hi"], digits=digits)
+
+
+def run_speculative(args: argparse.Namespace) -> int:
+    from cache.store import Store
+    from lenscope.jobs.speculative import speculative_job
+
+    store = Store()
+    target = _common.load_target(args)
+    with _common.progress_bar(args.prompts, "speculative") as bar:
+        result = speculative_job(store, target, args.dataset, args.prompts, args.max_new_tokens, args.draft_steps,
+                                 args.temperature, args.seed, on_progress=_bar_callback(bar))
+    print(f"{result['prompts']} held-out prompts, k={result['k']}, T={result['temperature']}: plain decoding "
+          f"{_estimate_text(result['plain_tokens_per_s'], 1)} tokens/s")
+    for variant, d in result["drafters"].items():
+        rates = ", ".join(_estimate_text(e) for e in d["acceptance"])
+        print(f"{variant}: acceptance per position {rates}; tau {_estimate_text(d['tau'])}; "
+              f"{_estimate_text(d['tokens_per_s'], 1)} tokens/s; speedup {_estimate_text(d['speedup'])}x; "
+              f"identical to plain decoding on {d['identical_to_plain']}/{d['prompts']} prompts")
+    if result["difference"]:
+        diff = result["difference"]
+        rates = ", ".join(_estimate_text(e) for e in diff["acceptance"])
+        print(f"{diff['pair'][0]} - {diff['pair'][1]}: acceptance {rates}; tau {_estimate_text(diff['tau'])}")
     return 0

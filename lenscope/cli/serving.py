@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 from analysis.serving.engine import BATCHING, MODES
-from analysis.serving.policies import DISPATCHERS, PREFILL_QUEUE_POLICIES, QUEUE_POLICIES
-from analysis.serving.predictors import PREDICTOR_KINDS
+from analysis.serving.registry import DISPATCH_POLICIES, PREDICTORS, PREFILL_QUEUE_POLICIES, QUEUE_POLICIES
 from analysis.serving.traces import TIME_UNITS
-from lenscope.cli._common import PhaseBars, output_file
+from lenscope.cli._common import PhaseBars, add_ray_args, output_file, ray_options
 
 
 def register(subparsers) -> None:
@@ -21,8 +20,9 @@ def register(subparsers) -> None:
     add_cluster_args(p)
     add_predictor_args(p)
     p.add_argument("--short-quantile", type=float, default=0.5)
-    p.add_argument("--out", type=output_file, help="write per-request latencies to this CSV")
+    p.add_argument("--out", type=output_file, help="write per-request latencies (with --sweep: the table) to this CSV")
     p.add_argument("--no-cache", action="store_true", help="recompute even if the store has the result")
+    add_sweep_args(p)
     p.set_defaults(func=run)
 
     e = subparsers.add_parser("evaluate-predictions", help="evaluate an external predictor's (true length, "
@@ -40,6 +40,21 @@ def register(subparsers) -> None:
     c.add_argument("--tp", type=int, help="tensor parallel degree")
     c.add_argument("--out", type=output_file, help="write the fitted cost model as JSON")
     c.set_defaults(func=calibrate)
+
+
+def add_sweep_args(p: argparse.ArgumentParser) -> None:
+    """``--sweep`` and its axes: a grid of simulations instead of one, fanned out on Ray with ``--ray``."""
+    g = p.add_argument_group("sweep", "--sweep simulates every point of QPS x policy x predictor x noise x seed (each "
+                             "point stored once; the other options fix the rest of the cluster)")
+    g.add_argument("--sweep", action="store_true", help="simulate a grid and print one table")
+    g.add_argument("--sweep-qps", default="", metavar="Q1,Q2,...", help="offered loads (Poisson arrivals)")
+    g.add_argument("--policies", default="rr+fcfs,rr+sjf,lb+sjf", metavar="DISPATCH+QUEUE,...")
+    g.add_argument("--predictors", default="", metavar="KIND,...",
+                   help="predictor kinds (default: --predictor); their parameters come from the predictor options")
+    g.add_argument("--maes", default="", metavar="M1,M2,...",
+                   help="noise levels of oracle-noise (default: --noise-mae)")
+    g.add_argument("--seeds", default="", metavar="S1,S2,...", help="seeds of arrivals and noise (default: --seed)")
+    add_ray_args(g, "simulate the sweep's points")
 
 
 def add_trace_args(p: argparse.ArgumentParser) -> None:
@@ -69,8 +84,9 @@ def add_cluster_args(p: argparse.ArgumentParser, policies: bool = True) -> None:
     p.add_argument("--max-batch-size", type=int, default=256)
     p.add_argument("--kv-capacity", type=int, default=262_144, help="KV-cache tokens per decode instance")
     if policies:
-        p.add_argument("--dispatch", choices=list(DISPATCHERS), default="rr")
-        p.add_argument("--queue", choices=list(QUEUE_POLICIES), default="fcfs")
+        p.add_argument("--dispatch", choices=DISPATCH_POLICIES.names(), default="rr",
+                       help=DISPATCH_POLICIES.describe())
+        p.add_argument("--queue", choices=QUEUE_POLICIES.names(), default="fcfs", help=QUEUE_POLICIES.describe())
     p.add_argument("--aging-s", type=float, help="starvation guard: serve requests waiting this long first")
     p.add_argument("--chunk-tokens", type=int, metavar="BUDGET", help="chunked prefill: a token budget per "
                    "iteration mixing prefill chunks and decodes (colocated mode; at least --max-batch-size)")
@@ -78,9 +94,9 @@ def add_cluster_args(p: argparse.ArgumentParser, policies: bool = True) -> None:
                    "prompt KV blocks of this many tokens per prefilling instance, from the trace's hash_ids "
                    "(Mooncake); --dispatch prefix routes requests to the instance caching most of their prompt")
     p.add_argument("--hash-block-tokens", type=int, default=512, help="prompt tokens per block hash (Mooncake: 512)")
-    p.add_argument("--prefill-queue", choices=PREFILL_QUEUE_POLICIES, default="fcfs",
-                   help="order of the prefill instances' queue: fcfs, spf (shortest prompt first) or sjf (shortest "
-                        "predicted job first); disaggregated mode")
+    p.add_argument("--prefill-queue", choices=PREFILL_QUEUE_POLICIES.names(), default="fcfs",
+                   help="order of the prefill instances' queue (disaggregated mode): "
+                        + PREFILL_QUEUE_POLICIES.describe())
     p.add_argument("--preemptive", action="store_true", help="the decode queue policy preempts running requests "
                    "for waiting ones with a smaller key (preemptive SRPT with --queue srpt)")
     p.add_argument("--preempt-limit", type=float, metavar="C", help="TRAIL guard: preempt a request only while it "
@@ -91,7 +107,7 @@ def add_cluster_args(p: argparse.ArgumentParser, policies: bool = True) -> None:
 
 def add_predictor_args(p: argparse.ArgumentParser) -> None:
     """The predictor the policies see, the cost model and the seed."""
-    p.add_argument("--predictor", choices=PREDICTOR_KINDS, default="oracle")
+    p.add_argument("--predictor", choices=PREDICTORS.names(), default="oracle", help=PREDICTORS.describe())
     p.add_argument("--noise-mae", type=float, default=50.0)
     p.add_argument("--constant", type=float, default=256.0)
     p.add_argument("--predictor-id", type=int, help="trained predictor id (with --predictor stored)")
@@ -182,11 +198,48 @@ def spec_from(args: argparse.Namespace, store):
                          predictions=predictions)
 
 
+def run_sweep(args: argparse.Namespace, store) -> int:
+    """``simulate --sweep``: the grid's table (and ``--out`` CSV)."""
+    from dataclasses import replace
+
+    from lenscope.jobs.grid_sweep import SweepGrid, grid_outcomes, grid_table
+    from lenscope.jobs.qps_sweep import parse_policies, parse_qps
+    from lenscope.jobs.serving import parse_maes
+
+    if not args.sweep_qps:
+        raise ValueError("--sweep needs --sweep-qps Q1,Q2,... (the loads to simulate)")
+    if args.qps is None and args.dataset:
+        args.qps = 1.0  # the app's runs get arrivals here; every point re-times them
+    trace, spec = trace_from(args, store), spec_from(args, store)
+    kinds = [k.strip() for k in (args.predictors or args.predictor).split(",") if k.strip()]
+    unknown = sorted(set(kinds) - set(PREDICTORS.names()))
+    if unknown:
+        raise ValueError(f"unknown predictor(s) {', '.join(unknown)}; choose from {', '.join(PREDICTORS.names())}")
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()] if args.seeds else [args.seed]
+    grid = SweepGrid(qps=tuple(parse_qps(args.sweep_qps)), policies=tuple(parse_policies(args.policies)),
+                     predictors=tuple(replace(spec, kind=k, mae=0.0) for k in kinds),
+                     maes=tuple(parse_maes(args.maes)) if args.maes else (args.noise_mae,), seeds=tuple(seeds))
+    bars = PhaseBars()
+    try:
+        outcomes = grid_outcomes(store, trace, config_from(args), grid, args.short_quantile, ray_options(args), bars)
+    finally:
+        bars.close()
+    table = grid_table(grid, outcomes)
+    print(f"{len(table)} points ({sum(o.cached for o in outcomes)} from the store), {len(trace)} requests each")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.out:
+        table.to_csv(args.out, index=False)
+        print(f"sweep table -> {args.out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from cache.store import Store
     from lenscope.jobs.serving import run_simulation
 
     store = Store()
+    if args.sweep:
+        return run_sweep(args, store)
     trace = trace_from(args, store)
     spec = spec_from(args, store)
     config = config_from(args)

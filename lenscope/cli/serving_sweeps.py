@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.cli._common import PhaseBars, output_file
+from lenscope.cli._common import PhaseBars, add_ray_args, output_file, ray_options
 from lenscope.cli.serving import (
     add_cluster_args,
     add_predictor_args,
@@ -29,6 +29,7 @@ def register(subparsers) -> None:
     add_predictor_args(p)
     p.add_argument("--short-quantile", type=float, default=0.5)
     p.add_argument("--out", type=output_file, help="write the sweep table to this CSV")
+    add_ray_args(p, "simulate the sweep's points")
     p.set_defaults(func=run, qps=None, dispatch="rr", queue="fcfs")
 
     o = subparsers.add_parser("outlets-preset", help="the OUTLETS preset: RR+FCFS, RR+SJF and LB+SJF on 1 prefill + "
@@ -66,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     qps_values = parse_qps(args.qps_values) if args.qps_values else default_qps(trace, base)
     bars = PhaseBars()
     try:
-        sweep = qps_sweep(store, trace, spec, base, policies, qps_values, args.seed, args.short_quantile, bars)
+        sweep = qps_sweep(store, trace, spec, base, policies, qps_values, args.seed, args.short_quantile, bars,
+                          ray_options(args))
     finally:
         bars.close()
     print(f"{len(trace)} requests | {spec.label()} | cluster {base.label().split(' ', 1)[1]}")

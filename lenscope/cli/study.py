@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from lenscope.cli._common import PhaseBars, add_model_args, load_target
+from lenscope.cli._common import PhaseBars, add_model_args, add_ray_args, load_target, ray_options
 
 
 def _interrupt(signum, frame) -> None:
@@ -23,6 +23,7 @@ def register(subparsers) -> None:
     p.add_argument("--dataset", default=None, help="dataset name (default: study for full, else the size's name)")
     p.add_argument("--train-only", action="store_true",
                    help="skip importing and collecting: train, attribute and judge on the runs stored now")
+    add_ray_args(p, "collect")
     p.set_defaults(func=run)
 
 
@@ -38,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops between stored results, like Ctrl-C
     bars = PhaseBars()
     try:
-        report = run_study(store, target, dataset, args.size, on_progress=bars, collect=not args.train_only)
+        report = run_study(store, target, dataset, args.size, on_progress=bars, collect=not args.train_only,
+                           ray=ray_options(args))
     finally:
         bars.close()
     for step, status in report:

@@ -1,5 +1,5 @@
-"""Figures of the Drafter-vs-target page: remaining-length curves, MAE by step, acceptance by draft
-step, and UMAP scatter plots of representations."""
+"""Figures of the Drafter-vs-target page: remaining-length curves, MAE by step, the drafters' and probes'
+length metrics, and UMAP scatter plots of representations (live speculative decoding: :mod:`.speculative`)."""
 
 from __future__ import annotations
 
@@ -34,16 +34,6 @@ def mae_by_step_figure(predictions: Mapping[str, pd.DataFrame], max_step: int | 
     return fig
 
 
-def acceptance_figure(rates: Mapping[str, list[float | None]]) -> go.Figure:
-    """Conditional acceptance rate per draft step, one bar group per drafter."""
-    fig = go.Figure()
-    for name, values in rates.items():
-        fig.add_bar(x=[f"step {i + 1}" for i in range(len(values))], y=values, name=name)
-    fig.update_layout(title="Speculative acceptance rate by drafting step", barmode="group",
-                      yaxis_title="acceptance rate", yaxis_range=[0, 1])
-    return fig
-
-
 def umap_figure(payload: Mapping[str, list]) -> go.Figure:
     """Side-by-side 2-D UMAPs of drafter and target representations, coloured by remaining length."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("drafter representation",
@@ -63,13 +53,12 @@ def ablation_table(predictors: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for p in predictors.itertuples():
         m, c = p.metrics or {}, p.config or {}
-        rate = (m.get("acceptance") or [None])[0]
         rows.append({"name": p.name, "kind": p.kind, "variant": c.get("variant", c.get("mode")),
                      "static MAE [95% CI]": _interval(m, "static_mae"),
                      "static vs constant [95% CI]": _interval(m, "static_vs_constant", signed=True),
                      "dynamic MAE, steps 0-32 [95% CI]": _interval(m, "dynamic_mae"),
                      "dynamic vs constant [95% CI]": _interval(m, "dynamic_vs_constant", signed=True),
-                     "acceptance step 1": rate, "tau": m.get("tau"), "eval split": m.get("eval_split"),
+                     "eval split": m.get("eval_split"),
                      "runs": m.get("n_runs")})
     return pd.DataFrame(rows)
 

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from analysis.core.progress import Progress, no_progress
 from analysis.data.prompts import PromptItem, sample_prompts
 from cache.store import NewRun, Store
-from models.engine import BatchedEngine, GenerationSettings
+from lenscope.jobs.ray_cluster import RayOptions, ray_generate
+from models.engine import BatchedEngine, Generation, GenerationSettings
 from models.target import TargetModel
 
 # Finished runs are stored every FLUSH_RUNS runs or FLUSH_SECONDS seconds: a killed collection loses at most that.
 FLUSH_RUNS = 16
 FLUSH_SECONDS = 5.0
+# Samples answers for (prompt ids, settings), yielding (index, generation) as each finishes: BatchedEngine.run or
+# its Ray counterpart.
+Request = tuple[PromptItem, GenerationSettings]  # one answer to sample: a prompt and its settings
+Generate = Callable[[list[list[int]], list[GenerationSettings]], Iterator[tuple[int, Generation]]]
 
 
 @dataclass
@@ -36,22 +41,21 @@ class CollectReport:
 
 
 def collection_requests(prompts: Sequence[PromptItem], settings: GenerationSettings,
-                        samples_per_prompt: int = 1) -> list[tuple[PromptItem, GenerationSettings]]:
+                        samples_per_prompt: int = 1) -> list[Request]:
     """The requests of a collection in order: each prompt ``samples_per_prompt`` times, seeds ``seed..seed+K-1``."""
     return [(item, replace(settings, seed=settings.seed + k)) for item in prompts for k in range(samples_per_prompt)]
 
 
-def request_keys(store: Store, target: TargetModel, requests: Sequence[tuple[PromptItem, GenerationSettings]],
+def request_keys(store: Store, target: TargetModel, requests: Sequence[Request],
                  layers: Sequence[int] | None = None) -> list[str]:
     """The run cache key of every request (what :meth:`Store.find_runs` looks up)."""
     layers = target.check_layers(layers)
     return [store.run_key(target.key, item.text, s.as_dict(), layers) for item, s in requests]
 
 
-def missing_runs(store: Store, target: TargetModel, name: str, prompts: Sequence[PromptItem],
-                 settings: GenerationSettings, samples_per_prompt: int = 1) -> int:
+def missing_runs(store: Store, target: TargetModel, name: str, requests: Sequence[Request]) -> int:
     """How many runs a collection of these requests into dataset ``name`` would still generate or add."""
-    keys = request_keys(store, target, collection_requests(prompts, settings, samples_per_prompt))
+    keys = request_keys(store, target, requests)
     if store.dataset_id(name) is None:
         return len(keys)
     found = store.find_runs(keys)
@@ -70,37 +74,59 @@ def collect_dataset(
     batch_size: int | str = "auto",
     features: str = "decode",
     on_progress: Progress = no_progress,
+    ray: RayOptions | None = None,
 ) -> CollectReport:
     """Generate ``samples_per_prompt`` answers (seeds ``seed..seed+K-1``) for every prompt into dataset
-    ``name`` with the batched engine. Runs already stored are reused and finished runs are written in
-    batches as they complete, so an interrupted collection resumes where it stopped.
-    ``on_progress(done, total, label)`` reports runs done, with the engine's tokens/s as the label (the CLI's
-    bar and the app's progress bar add the ETA).
-    """
+    ``name``: :func:`collect_requests` of :func:`collection_requests`."""
     if samples_per_prompt < 1:
         raise ValueError("samples_per_prompt must be at least 1")
+    config = {"settings": settings.as_dict(), "samples_per_prompt": samples_per_prompt}
+    return collect_requests(store, target, name, collection_requests(prompts, settings, samples_per_prompt), config,
+                            layers, batch_size, features, on_progress, ray)
+
+
+def collect_requests(
+    store: Store,
+    target: TargetModel,
+    name: str,
+    requests: Sequence[Request],
+    config: dict,
+    layers: Sequence[int] | None = None,
+    batch_size: int | str = "auto",
+    features: str = "decode",
+    on_progress: Progress = no_progress,
+    ray: RayOptions | None = None,
+) -> CollectReport:
+    """Generate an answer for every request (each with its own settings) into dataset ``name`` (created with
+    ``config`` plus the recorded layers) with the batched engine, all requests in one batch stream. Runs already
+    stored are reused and finished runs are written in batches as they complete, so an interrupted collection
+    resumes where it stopped. ``on_progress(done, total, label)`` reports runs done, with the answer tokens/s as
+    the label (the CLI's bar and the app's progress bar add the ETA). ``ray`` samples on the workers of a Ray
+    cluster instead of in this process (:mod:`lenscope.jobs.ray_cluster`); this process still writes every run.
+    """
     layers = target.check_layers(layers)
-    config = {"settings": settings.as_dict(), "samples_per_prompt": samples_per_prompt, "layers": layers}
     new_dataset = store.dataset_id(name) is None
-    dataset_id = store.ensure_dataset(name, store.ensure_model(target), config)
+    dataset_id = store.ensure_dataset(name, store.ensure_model(target), {**config, "layers": layers})
     try:
-        return _collect(store, target, dataset_id, prompts, settings, samples_per_prompt, layers, batch_size,
-                        features, on_progress)
+        if ray is None:
+            generate = BatchedEngine(target, layers, batch_size=batch_size, features=features).run
+        else:
+            generate = ray_generate(target, layers, batch_size, features, ray)
+        return _collect(store, target, dataset_id, list(requests), layers, generate, on_progress)
     except BaseException:
         if new_dataset:  # a collection that failed before storing a run leaves no empty dataset behind
             store.drop_dataset_if_empty(dataset_id)
         raise
 
 
-def _collect(store: Store, target: TargetModel, dataset_id: int, prompts: Sequence[PromptItem],
-             settings: GenerationSettings, samples_per_prompt: int, layers: list[int], batch_size: int | str,
-             features: str, on_progress: Progress) -> CollectReport:
-    requests = collection_requests(prompts, settings, samples_per_prompt)
+def _collect(store: Store, target: TargetModel, dataset_id: int, requests: list[Request], layers: list[int],
+             generate: Generate, on_progress: Progress) -> CollectReport:
     keys = request_keys(store, target, requests, layers)
     found = store.find_runs(keys)
     run_ids: list[int | None] = [found.get(key) for key in keys]
-    report = CollectReport(dataset_id, [], generated=0, cached=sum(r is not None for r in run_ids))
-    todo = [i for i, run_id in enumerate(run_ids) if run_id is None]
+    first: dict[str, int] = {}  # a request asked twice (e.g. a prompt drawn by two chunks) is sampled once
+    todo = [first.setdefault(key, i) for i, key in enumerate(keys) if run_ids[i] is None and key not in first]
+    report = CollectReport(dataset_id, [], generated=0, cached=len(requests) - len(todo))
     total = len(requests)
     pending: list[tuple[int, NewRun]] = []
     last_flush = time.perf_counter()
@@ -114,24 +140,25 @@ def _collect(store: Store, target: TargetModel, dataset_id: int, prompts: Sequen
                 store.add_to_dataset(dataset_id, run_id, requests[i][0].scenario)
         pending, last_flush = [], time.perf_counter()
 
-    engine = BatchedEngine(target, layers, batch_size=batch_size, features=features)
     on_progress(report.cached, total, "cached runs")
     start = time.perf_counter()
     try:
         prompt_ids = [target.chat_ids(requests[i][0].text, requests[i][1].system_prompt) for i in todo]
-        for j, generation in engine.run(prompt_ids, [requests[i][1] for i in todo]):
+        for j, generation in generate(prompt_ids, [requests[i][1] for i in todo]):
             i = todo[j]
             item = requests[i][0]
             pending.append((i, NewRun(item.text, generation, item.source, item.ref)))
             report.generated += 1
             report.finished += generation.finished
+            report.tokens += generation.output_length
             if len(pending) >= FLUSH_RUNS or time.perf_counter() - last_flush > FLUSH_SECONDS:
                 flush()
             done = report.cached + report.generated
-            on_progress(done, total, f"{engine.stats.tokens_per_s:,.0f} tok/s")
+            on_progress(done, total, f"{report.tokens / (time.perf_counter() - start):,.0f} tok/s")
     finally:
         flush()  # an interruption keeps every run that finished
-    report.seconds, report.tokens = time.perf_counter() - start, engine.stats.tokens
+    report.seconds = time.perf_counter() - start
+    run_ids = [run_ids[first[key]] if run_id is None else run_id for key, run_id in zip(keys, run_ids)]
     waiting = set(todo)
     for i, (item, _) in enumerate(requests):
         if i not in waiting:

@@ -14,16 +14,16 @@ from analysis.core.metrics import prediction_metrics
 from analysis.core.progress import Progress, no_progress
 from analysis.core.splits import evaluation_split
 from analysis.outlets.probes import (
-    LengthProbe,
     ProbeConfig,
     remaining_length_samples,
     train_probe,
 )
-from analysis.outlets.speculative import acceptance_length, acceptance_rates
+from analysis.outlets.speculative import DRAFT_STEPS
 from analysis.outlets.training import (
+    DRAFT_VOCAB_SIZE,
     VARIANTS,
     DrafterExample,
-    example_acceptance,
+    default_ttt_steps,
     get_variant,
     predict_example,
     target_topk,
@@ -38,7 +38,6 @@ from models.target import TargetModel
 DRAFTER_VARIANTS = tuple(VARIANTS)
 PROBE_MODES = LENGTH_MODES
 TOPK = 32            # target distribution truncated to its top-32 tokens for the KL
-DRAFT_STEPS = 5      # drafting horizon k of the acceptance evaluation
 UMAP_KIND = "drafter_umap"
 TOPK_KIND = "drafter_target_topk"
 
@@ -92,45 +91,47 @@ def drafter_name(dataset: str, variant: str) -> str:
     return f"drafter:{dataset}:{variant}"
 
 
+def drafter_settings(target: TargetModel, ttt_steps: int | None = None,
+                      draft_vocab_size: int = DRAFT_VOCAB_SIZE) -> dict:
+    """The drafter settings a registered drafter must have been trained with to be current: training-time-test
+    steps (default: :func:`default_ttt_steps` of the target's device) and the draft vocabulary size (0: full)."""
+    steps = default_ttt_steps(target.device.type) if ttt_steps is None else ttt_steps
+    if steps < 1:
+        raise ValueError(f"ttt_steps must be at least 1, got {steps}")
+    return {"ttt_steps": steps, "draft_vocab_size": min(draft_vocab_size, int(target.config.vocab_size))}
+
+
 def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", variant: str = "outlets",
                       epochs: int = 6, lr: float = 1e-3, max_step: int = 128, seed: int = 0,
-                      include_censored: bool = False, on_progress: Progress = no_progress) -> JobResult:
-    """Train one drafter variant on the train split of ``dataset``, predict every run's remaining
-    length at steps 0..max_step, measure acceptance on the evaluation split, save and register it."""
+                      include_censored: bool = False, ttt_steps: int | None = None,
+                      draft_vocab_size: int = DRAFT_VOCAB_SIZE, on_progress: Progress = no_progress) -> JobResult:
+    """Train one drafter variant on the train split of ``dataset`` (training-time test over ``ttt_steps``
+    drafting steps, see :func:`drafter_settings`), predict every run's remaining length at steps 0..max_step,
+    measure replayed acceptance on the evaluation split, save and register it."""
     spec = get_variant(variant)
+    settings = drafter_settings(target, ttt_steps, draft_vocab_size)
     torch.manual_seed(seed)
-    drafter = Drafter.for_target(target, **spec.drafter_overrides())
+    drafter = Drafter.for_target(target, **spec.drafter_overrides(), draft_vocab_size=settings["draft_vocab_size"])
     examples = load_examples(store, target, dataset, drafter.config.fuse_layers, on_progress, include_censored)
     train = [ex for ex in examples if ex.split == "train"]
     if not train:
         raise ValueError(f"dataset {dataset!r} has no training runs to fit a drafter on; collect more prompts")
-    history = train_drafter(drafter, train, spec, epochs=epochs, lr=lr, seed=seed,
+    history = train_drafter(drafter, train, spec, epochs=epochs, lr=lr, seed=seed, ttt_steps=settings["ttt_steps"],
                             on_step=lambda s, n, parts: on_progress(s, n, f"training (loss {parts['loss']:.3f})"))
     frames = []
     for i, ex in enumerate(examples):
         frames.append(predict_example(drafter, ex, max_step)[0])
         on_progress(i + 1, len(examples), "predicting")
     predictions = pd.concat(frames, ignore_index=True)
-    eval_split = evaluation_split(ex.split for ex in examples)
-    evaluated = torch.zeros(DRAFT_STEPS, dtype=torch.long)
-    accepted = torch.zeros(DRAFT_STEPS, dtype=torch.long)
-    eval_examples = [ex for ex in examples if ex.split == eval_split]
-    for i, ex in enumerate(eval_examples):
-        e, a = example_acceptance(drafter, ex, DRAFT_STEPS)
-        evaluated, accepted = evaluated + e, accepted + a
-        on_progress(i + 1, len(eval_examples), "acceptance")
-    rates = acceptance_rates(evaluated, accepted)
     prompts = {ex.run_id: ex.prompt_id for ex in examples}
     metrics = {**prediction_metrics(predictions.assign(prompt_id=predictions["run_id"].map(prompts))),
-               "acceptance": rates,
-               "acceptance_evaluated": evaluated.tolist(),
-               "tau": acceptance_length(rates), "history": history,
+               "history": history,
                "train_runs": len(train), "runs": len(examples)}
     name = drafter_name(dataset, variant)
     path = drafter.save(get_settings().artifact_dir / "drafters" / name.replace(":", "-"))
     config = {"dataset": dataset, "variant": variant, "epochs": epochs, "lr": lr, "max_step": max_step,
               "seed": seed, "topk": TOPK, "draft_steps": DRAFT_STEPS, **spec.drafter_overrides(),
-              "fuse_layers": drafter.config.fuse_layers, "include_censored": include_censored}
+              "fuse_layers": drafter.config.fuse_layers, "include_censored": include_censored, **settings}
     pid = store.save_predictor(name, "drafter", config, metrics, str(path), store.ensure_model(target),
                                store.dataset_id(dataset))
     store.save_predictions(pid, predictions)
@@ -192,34 +193,6 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: s
 def load_drafter(artifact_path: str, target: TargetModel) -> Drafter:
     """A registered drafter's weights, on top of ``target``."""
     return Drafter.load_for_target(Path(artifact_path), target)
-
-
-def run_curves(run: StoredRun, drafter: Drafter | None, probe: LengthProbe | None) -> pd.DataFrame:
-    """Remaining-length curves of one run at every step: columns step, true, and one column per
-    available predictor (``drafter``, ``probe``)."""
-    samples = remaining_length_samples(run.prompt_len, run.output_length)
-    frame = pd.DataFrame({"step": samples.steps, "true": samples.remaining})
-    if drafter is not None:
-        ex = example_from_run(run, drafter.config.fuse_layers, "user")
-        frame["drafter"] = predict_example(drafter, ex)[0]["predicted"].to_numpy()
-    if probe is not None:
-        frame["probe"] = probe.predict(probe_samples(run, probe.config.layer, None)[0]).numpy()
-    return frame
-
-
-def curves_job(store: Store, target: TargetModel, run_id: int, drafter_id: int,
-               probe_id: int | None = None) -> tuple[pd.DataFrame, str | None]:
-    """:func:`run_curves` of a stored run for registered predictors; the second value is a warning when the
-    probe's layer is not stored with the run (the probe is then left out)."""
-    run = store.load_run(run_id)
-    registered = store.predictors_frame().set_index("predictor_id")
-    probe, warning = None, None
-    if probe_id is not None:
-        probe = LengthProbe.load(registered.loc[probe_id, "artifact_path"])
-        if probe.config.layer not in run.features.hidden:
-            warning = f"This run has no stored layer {probe.config.layer}; the probe is left out."
-            probe = None
-    return run_curves(run, load_drafter(registered.loc[drafter_id, "artifact_path"], target), probe), warning
 
 
 def step_predictions(store: Store, predictors: pd.DataFrame, names: Sequence[str],

@@ -1,7 +1,8 @@
 """QPS sweep: the latency-vs-load curve of several dispatch+queue policies on one trace, and where each saturates.
 
-Every point replays the trace's requests re-timed as a Poisson process at that QPS (seeded) through ``run_simulation``,
-so each point is memoised in the store. A point is *saturated* when the backlog keeps growing while requests arrive
+Every point replays the trace's requests re-timed as a Poisson process at that QPS (seeded), a point of the grid
+sweep (:mod:`lenscope.jobs.grid_sweep`), so each point is memoised in the store. A point is *saturated* when the
+backlog keeps growing while requests arrive
 (:func:`analysis.serving.metrics.backlog_growth`, requests in the system found by the last quarter of arrivals over
 those found by the second quarter, above :data:`SATURATION_GROWTH`) and the cluster serves less than
 :data:`SATURATION_SERVED` of the offered rate (:func:`analysis.serving.metrics.served_fraction`). Either alone misfires
@@ -17,16 +18,16 @@ import pandas as pd
 from analysis.core.progress import Progress, no_progress
 from analysis.serving.engine import SimConfig
 from analysis.serving.metrics import backlog_growth, served_fraction
-from analysis.serving.policies import DISPATCHERS, QUEUE_POLICIES
+from analysis.serving.registry import DISPATCH_POLICIES, QUEUE_POLICIES
 from analysis.serving.traces import poisson_retime
 from cache.store import Store
-from lenscope.jobs.serving import PredictorSpec, policy_label, run_simulation, saturating_qps
+from lenscope.jobs.grid_sweep import GRID_METRICS, SweepGrid, grid_outcomes
+from lenscope.jobs.ray_cluster import RayOptions
+from lenscope.jobs.serving import PredictorSpec, policy_label, saturating_qps
 
 SATURATION_GROWTH = 1.25
 SATURATION_SERVED = 0.9
 LOAD_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # default sweep, in units of the estimated capacity
-SWEEP_METRICS = ("mean_jct_s", "all_e2e_p50_s", "all_e2e_p99_s", "short_e2e_p99_s", "all_ttft_p99_s",
-                 "throughput_tok_s")
 
 
 def parse_policies(text: str) -> list[tuple[str, str]]:
@@ -34,9 +35,9 @@ def parse_policies(text: str) -> list[tuple[str, str]]:
     pairs = []
     for part in (p.strip().lower() for p in text.split(",") if p.strip()):
         dispatch, sep, queue = part.partition("+")
-        if not sep or dispatch not in DISPATCHERS or queue not in QUEUE_POLICIES:
-            raise ValueError(f"policies are DISPATCH+QUEUE pairs (dispatch {', '.join(DISPATCHERS)}; queue "
-                             f"{', '.join(QUEUE_POLICIES)}), not {part!r}")
+        if not sep or dispatch not in DISPATCH_POLICIES or queue not in QUEUE_POLICIES:
+            raise ValueError(f"policies are DISPATCH+QUEUE pairs (dispatch {', '.join(DISPATCH_POLICIES.names())}; "
+                             f"queue {', '.join(QUEUE_POLICIES.names())}), not {part!r}")
         pairs.append((dispatch, queue))
     if not pairs:
         raise ValueError("give at least one DISPATCH+QUEUE policy pair")
@@ -62,21 +63,21 @@ def default_qps(trace: pd.DataFrame, config: SimConfig) -> list[float]:
 
 def qps_sweep(store: Store, trace: pd.DataFrame, spec: PredictorSpec, base: SimConfig,
               policies: list[tuple[str, str]], qps_values: list[float], seed: int = 0, short_quantile: float = 0.5,
-              on_progress: Progress = no_progress) -> pd.DataFrame:
-    """One row per (policy, QPS): the headline latencies, throughput, latency growth and whether it saturated."""
-    rows, total = [], len(policies) * len(qps_values)
-    for qps in qps_values:
-        timed = poisson_retime(trace, qps, seed)
-        for dispatch, queue in policies:
-            outcome = run_simulation(store, timed, spec, base.with_(dispatch=dispatch, queue=queue), short_quantile)
-            growth = backlog_growth(outcome.requests)
-            served = served_fraction(float(timed["arrival_s"].max() - timed["arrival_s"].min()),
-                                     outcome.summary["makespan_s"])
-            rows.append({"policy": policy_label(dispatch, queue), "qps": qps,
-                         **{m: outcome.summary[m] for m in SWEEP_METRICS}, "backlog_growth": growth,
-                         "served_fraction": served,
-                         "saturated": growth > SATURATION_GROWTH and served < SATURATION_SERVED})
-            on_progress(len(rows), total, "sweep points")
+              on_progress: Progress = no_progress, ray: RayOptions | None = None) -> pd.DataFrame:
+    """One row per (policy, QPS): the headline latencies, throughput, latency growth and whether it saturated
+    (the points of a :class:`SweepGrid` with one predictor and one seed; ``ray`` fans them out)."""
+    grid = SweepGrid(qps=tuple(qps_values), policies=tuple(policies), predictors=(spec,), maes=(spec.mae,),
+                     seeds=(seed,))
+    rows = []
+    for (qps, (dispatch, queue), _, _), outcome in zip(grid.points(), grid_outcomes(
+            store, trace, base, grid, short_quantile, ray, on_progress)):
+        growth = backlog_growth(outcome.requests)
+        arrivals = poisson_retime(trace, qps, seed)["arrival_s"]
+        served = served_fraction(float(arrivals.max() - arrivals.min()), outcome.summary["makespan_s"])
+        rows.append({"policy": policy_label(dispatch, queue), "qps": qps,
+                     **{m: outcome.summary[m] for m in GRID_METRICS}, "backlog_growth": growth,
+                     "served_fraction": served,
+                     "saturated": growth > SATURATION_GROWTH and served < SATURATION_SERVED})
     return pd.DataFrame(rows).sort_values(["policy", "qps"], kind="stable").reset_index(drop=True)
 
 

@@ -18,8 +18,16 @@ from analysis.serving.cost_model import DEFAULT_COST, Calibration, fit_cost_mode
 from analysis.serving.engine import BATCHING, MODES, SimConfig, simulate
 from analysis.serving.external_predictions import predictions_format
 from analysis.serving.metrics import instance_load, relative_change, request_latencies, summarize
-from analysis.serving.policies import DISPATCHERS, PREFILL_QUEUE_POLICIES, QUEUE_POLICIES
-from analysis.serving.predictors import EMPIRICAL_BUCKETS, PREDICTOR_KINDS, make_predictor
+from analysis.serving.predictors import EMPIRICAL_BUCKETS
+from analysis.serving.registry import (
+    DISPATCH_POLICIES,
+    PREDICTORS,
+    PREFILL_QUEUE_POLICIES,
+    QUEUE_POLICIES,
+    dispatch_choices,
+    make_predictor,
+    predictor_choices,
+)
 from analysis.serving.traces import (
     TIME_UNITS,
     TraceFormat,
@@ -38,16 +46,14 @@ from lenscope.jobs.external_predictions import ImportedPredictions, import_predi
 
 __all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
     "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "EMPIRICAL_BUCKETS", "ImportedPredictions", "MODES",
-    "OUTLETS_PAPER", "Outcome", "PREDICTOR_KINDS", "PREFILL_QUEUE_POLICIES", "PredictorSpec", "PresetOutcome",
-    "QUEUE_POLICY_NAMES", "SHARED_TRACES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS",
+    "OUTLETS_PAPER", "Outcome", "PREDICTORS", "PREFILL_QUEUE_POLICIES", "PredictorSpec", "PresetOutcome",
+    "QUEUE_POLICIES", "SHARED_TRACES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS",
     "TraceFormat", "UnknownTraceFormat", "builtin_trace_files", "check_out_of_sample", "compare_table",
-    "cost_model_options", "dataset_trace", "filter_trace", "fit_cost_option", "format_seed_table", "from_runs",
-    "import_predictions", "load_trace_file", "noise_sweep", "outlets_configs", "outlets_preset", "outlets_trace",
-    "parse_maes", "poisson_retime", "predictions_format", "preset_seed_table", "run_simulation", "saturating_qps",
-    "short_p99_change"]
+    "cost_model_options", "dataset_trace", "dispatch_choices", "filter_trace", "fit_cost_option",
+    "format_seed_table", "from_runs", "import_predictions", "load_trace_file", "noise_sweep", "outlets_configs",
+    "outlets_preset", "outlets_trace", "parse_maes", "poisson_retime", "predictions_format", "predictor_choices",
+    "preset_seed_table", "run_simulation", "saturating_qps", "short_p99_change"]
 
-DISPATCH_POLICIES = tuple(DISPATCHERS)
-QUEUE_POLICY_NAMES = tuple(QUEUE_POLICIES)
 SHIPPED_TRACES = REPO_ROOT / "data" / "traces"  # the public Azure 2023 traces (CC-BY-4.0), in the repository
 SHARED_TRACES = REPO_ROOT.parent / "shared" / "traces"  # optional: more traces and the Splitwise profile
 SPLITWISE_PROFILE = SHARED_TRACES / "splitwise_perf_model.csv"
@@ -93,6 +99,12 @@ class Outcome:
     requests: pd.DataFrame
     load: pd.DataFrame
     cached: bool
+
+    @classmethod
+    def from_payload(cls, payload: dict, cached: bool) -> Outcome:
+        """The outcome of a stored (or just simulated) payload."""
+        return cls(summary=payload["summary"], requests=pd.DataFrame(payload["requests"]),
+                   load=pd.DataFrame(payload["load"]), cached=cached)
 
 
 def build_predictor(store: Store, spec: PredictorSpec, trace: pd.DataFrame):
@@ -153,11 +165,14 @@ def result_key(trace: pd.DataFrame, spec: PredictorSpec, config: SimConfig, shor
             "short_quantile": short_quantile}
 
 
-def _payload(result, short_quantile: float) -> dict:
+def simulation_payload(trace: pd.DataFrame, predictor, config: SimConfig, short_quantile: float, label: str,
+                       on_progress: Progress = no_progress) -> dict:
+    """Simulate one configuration and return what the store keeps of it (no store needed: Ray tasks run this)."""
+    result = simulate(trace, predictor, config, on_progress=on_progress)
     lat = request_latencies(result, short_quantile)
     if len(lat) > MAX_STORED_REQUESTS:
         lat = lat.sample(n=MAX_STORED_REQUESTS, random_state=0).sort_values("rid")
-    return {"summary": summarize(result, short_quantile),
+    return {"summary": {**summarize(result, short_quantile), "predictor": label},
             "requests": lat[REQUEST_COLUMNS].to_dict(orient="list"),
             "load": instance_load(result).to_dict(orient="list")}
 
@@ -170,12 +185,10 @@ def run_simulation(store: Store, trace: pd.DataFrame, spec: PredictorSpec, confi
     payload = store.get_result(RESULT_KIND, key) if use_cache else None
     cached = payload is not None
     if payload is None:
-        result = simulate(trace, build_predictor(store, spec, trace), config, on_progress=on_progress)
-        payload = _payload(result, short_quantile)
-        payload["summary"]["predictor"] = spec.label()
+        payload = simulation_payload(trace, build_predictor(store, spec, trace), config, short_quantile,
+                                     spec.label(), on_progress)
         store.put_result(RESULT_KIND, f"{config.label()} | {spec.label()}", key, payload)
-    return Outcome(summary=payload["summary"], requests=pd.DataFrame(payload["requests"]),
-                   load=pd.DataFrame(payload["load"]), cached=cached)
+    return Outcome.from_payload(payload, cached)
 
 
 def outlets_trace(trace: pd.DataFrame, qps: float = OUTLETS_PAPER["qps"], seed: int = 0,

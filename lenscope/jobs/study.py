@@ -3,24 +3,23 @@ predictor, attribute, and judge the claims; each step is skipped when its result
 
 Sizes: ``tiny`` (tests: a handful of prompts, a few tokens), ``starter`` (a first look on two CPU cores) and
 ``full`` (the >= 2,000-run study of the evaluation issue, whose generations ship in ``data/generations/``).
-Collection steps always run: a collection of stored requests finds them all in the cache and returns at once.
+The collection step samples every chunk's requests together and is done when all of them are stored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
 from analysis.core.progress import Progress, no_progress
-from analysis.data.prompts import PromptItem
 from analysis.data.scenarios import SCENARIO_SAMPLING, build_scenario, long_token_budget
 from cache.settings import REPO_ROOT
 from cache.store import Store
 from lenscope.jobs.baselines import BASELINES, baseline_name, train_baselines
 from lenscope.jobs.claims import claims_table, dataset_predictors
-from lenscope.jobs.collect import collect_dataset, missing_runs
+from lenscope.jobs.collect import Request, collect_requests, collection_requests, missing_runs
 from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import (
     ABLATION_KIND,
@@ -35,7 +34,14 @@ from lenscope.jobs.egtp import (
     train_static,
 )
 from lenscope.jobs.generations import import_generations
-from lenscope.jobs.outlets import drafter_name, probe_name, train_drafter_job, train_probe_job
+from lenscope.jobs.outlets import (
+    drafter_name,
+    drafter_settings,
+    probe_name,
+    train_drafter_job,
+    train_probe_job,
+)
+from lenscope.jobs.ray_cluster import RayOptions
 from lenscope.jobs.serving import PredictorSpec, dataset_trace, outlets_preset
 from models.engine import GenerationSettings
 from models.target import TargetModel
@@ -110,31 +116,54 @@ class Step:
     run: Callable[[Progress], object]
 
 
-def _fresh(store: Store, name: str, dataset: str, include_censored: bool = False) -> bool:
-    """A predictor of this name is stored and was trained on every (uncensored) run the dataset has now."""
+def _fresh(store: Store, name: str, dataset: str, include_censored: bool = False,
+           settings: dict | None = None) -> bool:
+    """A predictor of this name is stored, was trained on every (uncensored) run the dataset has now and, with
+    ``settings``, has them in its config (e.g. a drafter trained before the training-time test is stale)."""
     predictors = store.predictors_frame().set_index("name")
     if name not in predictors.index:
+        return False
+    config = predictors.loc[name, "config"] or {}
+    if any(config.get(key) != value for key, value in (settings or {}).items()):
         return False
     counts = (predictors.loc[name, "metrics"] or {}).get("n") or {}
     return sum(counts.values()) == len(dataset_runs(store, dataset, include_censored))
 
 
-def _chunk_step(store: Store, target: TargetModel, dataset: str, chunk: Chunk) -> Step:
-    samples, temperature = SCENARIO_SAMPLING[chunk.scenario]
-    settings = GenerationSettings(chunk.max_new_tokens, temperature, 1.0, 0)
+def _collect_step(store: Store, target: TargetModel, dataset: str, chunks: Sequence[Chunk],
+                  ray: RayOptions | None) -> Step:
+    """One collection of every chunk's requests: they share the engine's batches, so small chunks (a few
+    reasoning or long prompts) cost little beside a large one."""
 
     @cache
-    def prompts() -> list[PromptItem]:
-        budget = long_token_budget(target.context_length, chunk.max_new_tokens)
-        return build_scenario(chunk.scenario, chunk.n, chunk.seed, 2000,
-                              lambda text: len(target.tokenizer(text)["input_ids"]), budget)
+    def requests() -> list[Request]:
+        out = []
+        for chunk in chunks:
+            samples, temperature = SCENARIO_SAMPLING[chunk.scenario]
+            budget = long_token_budget(target.context_length, chunk.max_new_tokens)
+            prompts = build_scenario(chunk.scenario, chunk.n, chunk.seed, 2000,
+                                     lambda text: len(target.tokenizer(text)["input_ids"]), budget)
+            out += collection_requests(prompts, GenerationSettings(chunk.max_new_tokens, temperature, 1.0, 0), samples)
+        return out
 
     def run(on_progress: Progress):
-        return collect_dataset(store, target, dataset, prompts(), settings, samples, on_progress=on_progress)
+        config = {"chunks": [asdict(chunk) for chunk in chunks]}
+        return collect_requests(store, target, dataset, requests(), config, on_progress=on_progress, ray=ray)
 
-    return Step(f"collect {chunk.scenario} ({chunk.n} prompts x {samples}, cap {chunk.max_new_tokens}, "
-                f"seed {chunk.seed})",
-                lambda: missing_runs(store, target, dataset, prompts(), settings, samples) == 0, run)
+    return Step(f"collect {collection_text(chunks)}", lambda: missing_runs(store, target, dataset, requests()) == 0,
+                run)
+
+
+def collection_text(chunks: Sequence[Chunk]) -> str:
+    """What a size collects, e.g. ``chat 120, rl 2 x 4 (cap 256)``: prompts per scenario, samples when more
+    than one, and the token cap(s)."""
+    parts = []
+    for c in chunks:
+        samples = SCENARIO_SAMPLING[c.scenario][0]
+        parts.append(f"{c.scenario} {c.n}" + (f" x {samples}" if samples > 1 else "")
+                     + (f" (seed {c.seed})" if c.seed else ""))
+    caps = sorted({c.max_new_tokens for c in chunks})
+    return f"{', '.join(parts)} (cap {'/'.join(map(str, caps))})"
 
 
 def _import_step(store: Store, target: TargetModel, dataset: str, files: list[Path]) -> Step:
@@ -145,9 +174,10 @@ def _import_step(store: Store, target: TargetModel, dataset: str, files: list[Pa
 
 
 def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "starter",
-                collect: bool = True) -> list[Step]:
+                collect: bool = True, ray: RayOptions | None = None) -> list[Step]:
     """The steps of a study of ``size`` on ``dataset`` (shipped generations of that name are imported first);
-    ``collect=False`` leaves out importing and collecting: train and judge on the runs stored now."""
+    ``collect=False`` leaves out importing and collecting: train and judge on the runs stored now; ``ray``
+    collects on a Ray cluster."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, not {size!r}")
     layer, probe_layer = target.num_layers, target.num_layers // 2
@@ -157,14 +187,14 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     if shipped and collect:
         steps.append(_import_step(store, target, dataset, shipped))
     if collect:
-        steps += [_chunk_step(store, target, dataset, chunk) for chunk in SIZES[size]]
+        steps.append(_collect_step(store, target, dataset, SIZES[size], ray))
     from analysis.egtp.training import HeadConfig
 
     head = HeadConfig(epochs=epochs["head"])
     censored = size in TRAINS_ON_CENSORED
 
-    def fresh(name: str) -> bool:
-        return _fresh(store, name, dataset, censored)
+    def fresh(name: str, settings: dict | None = None) -> bool:
+        return _fresh(store, name, dataset, censored, settings)
 
     steps += [
         Step(f"EGTP static heads, all poolings (layer {layer})",
@@ -184,7 +214,7 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
              lambda cb: train_probe_job(store, dataset, probe_layer, epochs=epochs["probe"],
                                         include_censored=censored, on_progress=cb)),
     ]
-    drafters = [Step(f"drafter {variant}", lambda v=variant: fresh(drafter_name(dataset, v)),
+    drafters = [Step(f"drafter {variant}", lambda v=variant: fresh(drafter_name(dataset, v), drafter_settings(target)),
                      lambda cb, v=variant: train_drafter_job(store, target, dataset, v, epochs["drafter"],
                                                              include_censored=censored, on_progress=cb))
                 for variant in DRAFTER_VARIANTS[size]]
@@ -254,11 +284,12 @@ def _done(step: Step) -> bool:
 
 
 def run_study(store: Store, target: TargetModel, dataset: str, size: str = "starter",
-              on_progress: Progress = no_progress, collect: bool = True) -> list[tuple[str, str]]:
+              on_progress: Progress = no_progress, collect: bool = True,
+              ray: RayOptions | None = None) -> list[tuple[str, str]]:
     """Run every step not done yet; returns (step, status) per step: ``done``, ``skipped`` (stored already) or
     ``not run: why`` (a step that cannot run on this data, e.g. too few uncensored runs). Progress labels name
     the step (``step i/n: ...``); an interruption keeps whatever the steps stored."""
-    steps = study_steps(store, target, dataset, size, collect)
+    steps = study_steps(store, target, dataset, size, collect, ray)
     report = []
     for i, step in enumerate(steps, start=1):
         label = f"step {i}/{len(steps)}: {step.name}"

@@ -6,7 +6,7 @@ from lenscope.cli import build_parser, main
 
 EXPECTED = {"collect", "train-egtp", "train-plp", "attribution", "train-drafter", "train-probe",
             "train-baselines", "simulate", "evaluate-predictions", "calibrate-cost", "benchmark", "claims",
-            "export-generations", "import-generations", "doctor", "study", "report"}
+            "export-generations", "import-generations", "doctor", "study", "report", "speculative"}
 
 
 def test_every_command_is_registered():

@@ -6,7 +6,15 @@ import lenscope.jobs.study as study_jobs
 from lenscope.cli import main
 from lenscope.jobs.collect import CollectReport
 from lenscope.jobs.report import study_report
-from lenscope.jobs.study import CLAIMS_KIND, SIZES, run_study, study_checklist, study_layers, study_steps
+from lenscope.jobs.study import (
+    CLAIMS_KIND,
+    SIZES,
+    collection_text,
+    run_study,
+    study_checklist,
+    study_layers,
+    study_steps,
+)
 from lenscope.jobs.tour import tour
 
 
@@ -16,28 +24,28 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     names = [name for name, _ in report]
     assert names == [s.name for s in study_steps(store, target, "tiny", "tiny")]
     assert [done for _, done in study_checklist(store, target, "other", "tiny")] == [False] * len(names)
-    # the collections, then EGTP, PLP, attribution, probe, the OUTLETS drafter, baselines, preset, claims, and
-    # the drafter ablations (which the claims do not read: training them leaves the claims fresh, see below)
-    assert len(names) == len(SIZES["tiny"]) + 10
+    # one collection of every chunk, then EGTP, PLP, attribution, probe, the OUTLETS drafter, baselines, preset,
+    # claims, and the drafter ablations (which the claims do not read: training them leaves the claims fresh)
+    assert len(names) == 1 + 10 and names[0] == f"collect {collection_text(SIZES['tiny'])}"
     assert names[-3:] == ["claims", "drafter lp-only", "drafter sd-only"]
     statuses = dict(report)
-    assert all(statuses[n] == "done" for n in names[:len(SIZES["tiny"])])
+    assert statuses[names[0]] == "done"
     assert statuses["claims"] == "done" and store.get_result(CLAIMS_KIND, {"dataset": "tiny"}) is not None
     assert all(s == "done" or s.startswith("not run: ") for s in statuses.values())
     assert any(label.startswith(f"step 1/{len(names)}: collect chat") for label in labels)
     assert len(store.runs_frame("tiny")) == 10 + 2 + 4  # rl samples each prompt 4 times
 
     collected = []
-    real = study_jobs.collect_dataset
+    real = study_jobs.collect_requests
 
     def spy(*args, **kwargs) -> CollectReport:
         out = real(*args, **kwargs)
         collected.append(out.generated)
         return out
 
-    monkeypatch.setattr("lenscope.jobs.study.collect_dataset", spy)
+    monkeypatch.setattr("lenscope.jobs.study.collect_requests", spy)
     again = dict(run_study(store, target, "tiny", "tiny"))
-    assert collected == []  # every collection is complete in the store, so none ran
+    assert collected == []  # every request is stored, so the collection did not run
     done = [n for n in names if statuses[n] == "done"]
     assert all(again[n] == "skipped" for n in done)  # the claims too: no predictor changed since
     assert dict(study_checklist(store, target, "tiny", "tiny")) == {n: n in done for n in names}

@@ -53,17 +53,27 @@ def test_page_trains_from_buttons_then_shows_charts_and_curves(page_env, target)
     expected = compare_predictors(store, int(ids["drafter:pagetiny:outlets"]),
                                   int(ids["probe:pagetiny:L15:regression"]))
     assert len(at.dataframe[1].value) == len(expected)     # drafter vs probe, paired on the same test runs
-    charts = at.get("plotly_chart")
-    assert len(charts) == 2                                # MAE by step, acceptance by step
-    assert "UMAP" in " ".join(i.value for i in at.info)    # not computed yet: a button offers it
+    assert len(at.get("plotly_chart")) == 1               # MAE by step
+    infos = " ".join(i.value for i in at.info)
+    assert "Not measured yet" in infos and "UMAP" in infos  # both offered by a button, not computed on opening
 
-    at.text_area(key="drafter_prompt").input("Name a planet.")
-    at.slider(key="drafter_max_new").set_value(10)
-    at.button(key="drafter_generate").click().run()
+    at.slider(key="spec_prompts").set_value(4)
+    at.slider(key="spec_tokens").set_value(16)
+    at.button(key="spec_measure").click().run()
     assert not at.exception and not at.error
-    assert len(at.get("plotly_chart")) == 3
-    run = store.load_run(int(store.runs_frame()["run_id"].max()))
-    assert any(f"{run.output_length} generated tokens" in c.value for c in at.caption)
+    table = at.dataframe[0].value                          # plain and speculative decoding, live
+    assert table["decoding"].tolist()[0] == "plain (target only)" and len(table) == 2
+    same, prompts = table["answers identical to plain"].iloc[1].split(" / ")
+    assert same == prompts == str(table["prompts"].iloc[1])  # greedy: every answer is plain decoding's
+    assert len(at.get("plotly_chart")) == 2               # + acceptance per position with CIs
+    assert any("SD-only drafter" in c.value for c in at.caption)  # the no-loss claim needs it
+
+    at.text_area(key="live_prompt").input("Name a planet.").run()
+    at.slider(key="live_tokens").set_value(16)
+    at.button(key="live_generate").click().run()
+    assert not at.exception and not at.error
+    assert len(at.get("plotly_chart")) == 3               # + the live remaining-length curve
+    assert any("verify passes" in c.value and "lossless" in c.value for c in at.caption)
 
 
 def test_umap_figure_shows_both_representations():
@@ -89,7 +99,6 @@ def test_browser_shows_drafter_charts(streamlit_server, server_data_dir, page, t
     page.get_by_text("Dataset-wide MAE by decoding step").wait_for(timeout=180_000)
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
     page.get_by_text("all splits").click()
-    page.get_by_text("Speculative acceptance", exact=True).wait_for(timeout=60_000)
-    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
-    assert page.locator(".js-plotly-plot").count() >= 2
+    page.get_by_text("Speculative decoding, live", exact=True).wait_for(timeout=60_000)
+    page.get_by_role("button", name="Measure live speculative decoding").wait_for(timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "drafter_vs_target.png"), full_page=True)

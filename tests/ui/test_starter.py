@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from benchmarks.browser import settle
 from lenscope.app.background import get_job, start_job
 
 PAGES = {"Token_entropy": "Token entropy", "Attribution": "Attribution", "Remaining_length": "Remaining length",
@@ -56,21 +57,6 @@ def test_background_job_error_is_kept_as_its_message():
     assert failed.status_text().startswith("failed after") and "too few runs" in failed.status_text()
 
 
-def _settle(page, timeout_s: float = 180) -> None:
-    """Wait until Streamlit has finished running the page's script."""
-    page.locator("h1").first.wait_for(timeout=timeout_s * 1000)
-    deadline, quiet_since = time.time() + timeout_s, None
-    while time.time() < deadline:
-        if page.locator('[data-testid="stStatusWidget"]').count():
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = time.time()
-        elif time.time() - quiet_since > 1.5:
-            return
-        time.sleep(0.25)
-    pytest.fail("the page kept running")
-
-
 @pytest.mark.model
 def test_browser_starter_study_fills_every_page(starter_server, page):
     from tests.conftest import ARTIFACTS
@@ -82,7 +68,7 @@ def test_browser_starter_study_fills_every_page(starter_server, page):
     page.get_by_text("so far").first.wait_for(timeout=120_000)
     assert page.get_by_role("button", name="Run the starter study").count() == 0
     page.get_by_text("finished in").first.wait_for(timeout=900_000)
-    _settle(page)
+    settle(page)
     for card in ("1 · Entropy", "2 · Pooling", "3 · Remaining length", "4 · Drafter", "5 · Scheduling"):
         assert page.get_by_text(card).first.is_visible(), card
     assert page.get_by_text("— *to do*").count() == 0
@@ -95,7 +81,7 @@ def test_browser_starter_study_fills_every_page(starter_server, page):
     for path, title in PAGES.items():
         page.goto(f"{starter_server}/{path}", timeout=120_000)
         page.get_by_role("heading", name=title).first.wait_for(timeout=120_000)
-        _settle(page)
+        settle(page)
         assert page.locator('[data-testid="stException"]').count() == 0, path
         assert page.get_by_text("No dataset in the store yet").count() == 0, path
         page.screenshot(path=str(ARTIFACTS / f"starter_{path.lower()}.png"), full_page=True)

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.core.metrics import mae, mae_by_step
+from analysis.core.metrics import bootstrap_ratio, mae, mae_by_step
 
 
 def test_mae_and_errors():
@@ -63,3 +63,16 @@ def test_constant_reference_is_the_per_step_train_mean_of_remaining_length():
                                                                            predicted=lambda f: f["true"])])
     paired = paired_vs_reference(rows.assign(predictor=rows["predictor"].fillna(REFERENCE)))
     assert list(paired["predictor"]) == ["exact"] and paired["difference"].iloc[0] < 0
+
+
+def test_bootstrap_ratio_of_sums_and_its_paired_difference():
+    accepted, evaluated = np.array([3, 0, 5, 2]), np.array([4, 2, 5, 4])
+    est = bootstrap_ratio(accepted, evaluated)
+    assert est.value == pytest.approx(10 / 15) and est.lo <= est.value <= est.hi and est.n == 4
+    same = bootstrap_ratio(accepted, evaluated, baseline=(accepted, evaluated))
+    assert (same.value, same.lo, same.hi) == (0.0, 0.0, 0.0)
+    better = bootstrap_ratio(evaluated, evaluated, baseline=(accepted, evaluated))
+    assert better.value == pytest.approx(1 - 10 / 15) and better.lo > 0
+    clustered = bootstrap_ratio(accepted, evaluated, groups=["a", "a", "b", "b"])
+    assert clustered.n == 2 and clustered.value == pytest.approx(10 / 15)
+    assert np.isnan(bootstrap_ratio([0, 0], [0, 0]).value)

@@ -13,7 +13,7 @@ import torch
 
 from analysis.core.metrics import mae, prediction_metrics
 from analysis.outlets.probes import remaining_length_samples
-from analysis.outlets.speculative import acceptance_counts, acceptance_length, acceptance_rates, greedy_chain
+from analysis.outlets.speculative import cycle_acceptance
 from analysis.outlets.training import VARIANTS, DrafterExample, predict_example, train_drafter
 from models.drafter import Drafter, DrafterConfig, GatedSelfAttention, log_length, rotary
 
@@ -171,24 +171,9 @@ def test_sd_only_length_loss_does_not_move_the_backbone():
     assert not torch.equal(before_head, drafter.length_head.mlp[0].weight)
 
 
-def test_acceptance_against_hand_made_case():
-    #              pos: 0  1  2  3  4  5
-    input_ids = torch.tensor([9, 1, 2, 3, 7, 5])
-    greedy_ids = torch.tensor([1, 2, 3, 4, 5, 6])    # target argmax at each position
-    starts = torch.tensor([0, 1, 2])
-    greedy, derivable = greedy_chain(input_ids, greedy_ids, starts, k=3)
-    # start 0: g1 = greedy[1]=2; x[2]=2 == 2 -> g2 = greedy[2]=3; x[3]=3 == 3 -> g3 = greedy[3]=4
-    # start 1: g1 = 3; x[3]=3 -> g2 = 4; x[4]=7 != 4 -> g3 unknown
-    # start 2: g1 = 4; x[4]=7 != 4 -> g2 unknown
-    assert greedy.tolist() == [[2, 3, 4], [3, 4, -1], [4, -1, -1]]
-    assert derivable.tolist() == [[True, True, True], [True, True, False], [True, False, False]]
-    drafts = torch.tensor([[2, 3, 0], [3, 4, 4], [8, 8, 8]])
-    evaluated, accepted = acceptance_counts(drafts, greedy, derivable)
-    assert evaluated.tolist() == [3, 2, 1] and accepted.tolist() == [2, 2, 0]
-    rates = acceptance_rates(evaluated, accepted)
-    assert rates == pytest.approx([2 / 3, 1.0, 0.0])
-    assert acceptance_length(rates) == pytest.approx(1 + 2 / 3 + 2 / 3)
-    assert acceptance_length([0.5, None]) == pytest.approx(1.5)
+def test_live_cycle_acceptance_per_position():
+    evaluated, accepted = cycle_acceptance([0, 3, 1, 2], k=3)
+    assert evaluated.tolist() == [4, 3, 2] and accepted.tolist() == [3, 2, 1]
 
 
 def make_tiny_dataset(store, target, name: str = "tiny", n: int = 4, max_new_tokens: int = 12) -> None:
@@ -220,7 +205,7 @@ def test_cli_end_to_end_on_tiny_store(store, target, monkeypatch, capsys):
     assert (preds.groupby("run_id")["step"].min() == 0).all()
     first = preds[preds["step"] == 0].set_index("run_id")["true"]
     assert (first == runs.set_index("run_id")["output_tokens"].loc[first.index]).all()
-    assert len(row["metrics"]["acceptance"]) == 5 and row["metrics"]["tau"] >= 1.0
+    assert "acceptance" not in row["metrics"]  # acceptance is measured live, by the target (speculative job)
     loaded = Drafter.load_for_target(row["artifact_path"], target)
     assert loaded.config.gated_attention and loaded.config.hidden_size == target.hidden_size
 
@@ -272,3 +257,50 @@ def test_compare_predictors_pairs_the_same_test_runs_and_steps(store):
     assert (static["steps"], dynamic["steps"]) == ("0", "0-2")
     assert static["difference"] == pytest.approx(-2.0) and static["runs"] == 4  # train runs left out
     assert dynamic["hi"] == pytest.approx(-2.0) and dynamic["lo"] == pytest.approx(-2.0)
+
+
+def test_speculative_cli_on_tiny_store(store, target, monkeypatch, capsys):
+    from lenscope import cli
+    from lenscope.cli import _common
+    from lenscope.jobs.outlets import drafter_settings
+    from lenscope.jobs.speculative import SPECULATIVE_KIND, speculative_config, speculative_job
+    from lenscope.jobs.study import _fresh
+
+    make_tiny_dataset(store, target)
+    monkeypatch.setattr(_common, "load_target", lambda args: target)
+    assert cli.main(["speculative", "--dataset", "tiny"]) == 2          # no drafter yet
+    for variant in ("outlets", "sd-only"):
+        assert cli.main(["train-drafter", "--dataset", "tiny", "--variant", variant, "--epochs", "1",
+                         "--max-step", "40", "--include-censored", "--ttt-steps", "2", "--draft-vocab", "512"]) == 0
+    config = store.predictors_frame("drafter").iloc[0]["config"]
+    assert config["ttt_steps"] == 2 and config["draft_vocab_size"] == 512
+    # a drafter trained with other TTT settings than the study's is stale
+    assert _fresh(store, "drafter:tiny:outlets", "tiny", True, {"ttt_steps": 2, "draft_vocab_size": 512})
+    assert not _fresh(store, "drafter:tiny:outlets", "tiny", True, drafter_settings(target))
+    assert drafter_settings(target) == {"ttt_steps": 3, "draft_vocab_size": 4096}      # CPU default
+
+    capsys.readouterr()
+    assert cli.main(["speculative", "--dataset", "tiny", "--prompts", "2", "--max-new-tokens", "6",
+                     "--draft-steps", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "outlets: acceptance per position" in out and "outlets - sd-only" in out
+    payload = store.get_result(SPECULATIVE_KIND, speculative_config(store, "tiny", 2, 6, 3, 0.0, 0))
+    for variant in ("outlets", "sd-only"):
+        d = payload["drafters"][variant]
+        assert d["identical_to_plain"] == d["prompts"] == 2          # greedy: lossless on the real model
+        assert len(d["acceptance"]) == 3 and d["tau"]["value"] >= 1.0 and d["speedup"]["value"] > 0
+    assert len(payload["difference"]["acceptance"]) == 3
+    curves = pd.DataFrame(payload["curves"])
+    assert {"step", "drafter", "true"} <= set(curves.columns) and (curves["true"] >= 1).all()
+    monkeypatch.setattr("lenscope.jobs.speculative.plain_decode", lambda *a: pytest.fail("not memoised"))
+    assert speculative_job(store, target, "tiny", 2, 6, 3) == payload
+
+    from lenscope.jobs.speculative import live_generation, remaining_curve
+
+    pid = int(store.predictors_frame().set_index("name").loc["drafter:tiny:outlets", "predictor_id"])
+    cycles = list(live_generation(store, target, pid, "Say hi.", max_new_tokens=6, k=3))
+    assert cycles[0].step == -1 and all(c.length is not None and len(c.drafts) == 3 for c in cycles[1:])
+    total = sum(c.new_tokens for c in cycles)
+    assert total <= 6 and all(c.new_tokens <= len(c.accepted) + 1 for c in cycles[1:])
+    curve = remaining_curve(cycles)
+    assert curve["true"].tolist() == [total - s for s in curve["step"]] and len(curve) == len(cycles) - 1

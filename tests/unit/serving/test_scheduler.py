@@ -12,6 +12,7 @@ import pytest
 from analysis.serving import SimConfig, make_predictor, simulate
 from analysis.serving.cost_model import DEFAULT_COST, fit_cost_model
 from analysis.serving.engine import Simulator
+from analysis.serving.instances import pairwise_sum
 from analysis.serving.metrics import padding_ratio, summarize
 from analysis.serving.policies import QueuePolicy, RequestView
 from analysis.serving.predictors import NoisyOraclePredictor, StoredPredictor
@@ -46,10 +47,9 @@ def test_every_request_finishes_exactly_once(config):
     completions = Counter()
 
     class Counting(Simulator):
-        def emit_tokens(self, idx, now, k):
-            before = self.gen[idx].copy()
-            super().emit_tokens(idx, now, k)
-            completions.update(idx[(before < self.out[idx]) & (self.gen[idx] >= self.out[idx])].tolist())
+        def completed(self, ids, now):
+            completions.update(ids)
+            super().completed(ids, now)
 
     sim = Counting(trace, make_predictor("oracle-noise", trace["output_tokens"].to_numpy(), mae=100), config)
     r = sim.run().requests
@@ -211,3 +211,12 @@ def test_cli_simulate_end_to_end(data_dir, tmp_path, capsys):
     assert main(["simulate", "--trace", str(TRACES / "sharegpt_llama31_8b_300_lengths.csv"), "--cost-json",
                  str(cost), "--first-n", "50", "--qps", "5"]) == 0
     assert main(["simulate", "--trace", str(tmp_path / "missing.csv")]) == 2
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 40, 128, 129, 256, 300])
+def test_pairwise_sum_matches_numpy_bit_for_bit(n):
+    """Instances sum predicted loads in plain Python; the order is numpy's, so the sums are the same to the bit."""
+    rng = np.random.default_rng(n)
+    for _ in range(50):
+        values = np.maximum(rng.laplace(200, 150, n) - rng.integers(0, 300, n), 1.0)
+        assert pairwise_sum(values.tolist()) == float(np.add.reduce(values))

@@ -1,0 +1,111 @@
+"""Drafter vs target page: live speculative decoding with the registered drafters, its stored measurement on
+held-out prompts (acceptance per position, tau, speedup, OUTLETS vs SD-only) and one live generation with its
+remaining-length curve."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from analysis.outlets.speculative import DRAFT_STEPS
+from cache.store import Store
+from lenscope.app.runner import failure_text, run_job
+from lenscope.app.widgets import show_figure
+from lenscope.figures.outlets import remaining_curves_figure
+from lenscope.figures.speculative import (
+    acceptance_ci_figure,
+    acceptance_difference_table,
+    live_tokens_html,
+    speculative_table,
+)
+from lenscope.jobs.speculative import (
+    SPECULATIVE_KIND,
+    live_generation,
+    registered_drafters,
+    remaining_curve,
+    speculative_job,
+)
+from lenscope.jobs.study import preferred_dataset
+from models.target import TargetModel
+
+
+def drafter_datasets(drafters: pd.DataFrame) -> list[str]:
+    """Datasets with a registered OUTLETS drafter, the pages' preferred one first."""
+    names = sorted({n.split(":")[1] for n in drafters["name"] if n.startswith("drafter:") and n.endswith(":outlets")})
+    first = preferred_dataset(names)
+    return ([first] if first else []) + [n for n in names if n != first]
+
+
+def stored_measurement(store: Store, dataset: str) -> dict | None:
+    """The newest stored live measurement of ``dataset`` made with its current drafters (None: none yet)."""
+    current = {v: int(row["predictor_id"]) for v, row in registered_drafters(store, dataset).items()}
+    results = store.results_frame(SPECULATIVE_KIND)
+    for row in results.itertuples():
+        if row.config.get("dataset") == dataset and row.config.get("drafters") == current:
+            return row.payload
+    return None
+
+
+def measurement_section(store: Store, target: TargetModel | None, dataset: str) -> None:
+    """The stored live measurement on held-out prompts, or a button that makes it."""
+    payload = stored_measurement(store, dataset)
+    if payload is None:
+        st.info(f"Not measured yet for the drafters of {dataset!r}: press the button (plain and speculative "
+                "decoding of held-out prompts, a few minutes on CPU; stored afterwards), or run "
+                f"`python -m lenscope speculative --dataset {dataset}`.")
+        c1, c2 = st.columns(2)
+        n_prompts = c1.slider("Held-out prompts", 4, 64, 16, key="spec_prompts")
+        max_new = c2.slider("Tokens per answer", 16, 256, 64, key="spec_tokens")
+        if st.button("Measure live speculative decoding", key="spec_measure", disabled=target is None):
+            payload = run_job(lambda cb: speculative_job(store, target, dataset, n_prompts, max_new,
+                                                         on_progress=cb))
+        if payload is None:
+            return
+    temperature = "greedy (T = 0)" if payload["temperature"] <= 0 else f"T = {payload['temperature']:g}"
+    st.caption(f"{payload['prompts']} held-out prompts of {dataset!r}, {temperature}, k = {payload['k']} drafted "
+               "tokens per verify pass; every number is from these live runs (the target verifies each draft), "
+               "with a 95% bootstrap CI over prompts.")
+    st.dataframe(speculative_table(payload), hide_index=True)
+    show_figure(acceptance_ci_figure(payload["drafters"]), "live-acceptance")
+    difference = acceptance_difference_table(payload["difference"])
+    if difference.empty:
+        st.caption("Train the SD-only drafter (`train-drafter --variant sd-only`) to test the paper's claim that "
+                   "the length head costs no acceptance.")
+    else:
+        st.markdown("**The paper's claim: training the length head with the drafter costs no acceptance** "
+                    "(OUTLETS vs SD-only, paired on the same prompts)")
+        st.dataframe(difference, hide_index=True)
+
+
+def live_section(store: Store, target: TargetModel | None, dataset: str, probes: pd.DataFrame) -> None:
+    """One live speculative generation: tokens coloured by who wrote them, then the remaining-length curve of
+    the drafter's length head (and a probe) against the truth."""
+    drafters = registered_drafters(store, dataset)
+    c1, c2, c3 = st.columns(3)
+    variant = c1.selectbox("Drafter", list(drafters), key="live_variant")
+    probe_names = ["(none)"] + probes["name"].tolist()
+    probe_name = c2.selectbox("Probe", probe_names, index=min(1, len(probe_names) - 1), key="live_probe")
+    max_new = c3.slider("Max new tokens", 16, 512, 128, key="live_tokens")
+    prompt = st.text_area("Prompt", placeholder="Ask something...", key="live_prompt")
+    if st.button("Generate speculatively", key="live_generate", disabled=target is None or not prompt.strip()):
+        probe_id = None if probe_name == "(none)" else int(probes.set_index("name").loc[probe_name, "predictor_id"])
+        box, cycles = st.empty(), []
+        try:
+            for cycle in live_generation(store, target, int(drafters[variant]["predictor_id"]), prompt, max_new,
+                                         DRAFT_STEPS, probe_id=probe_id):
+                cycles.append(cycle)
+                box.markdown(live_tokens_html(cycles), unsafe_allow_html=True)
+        except ValueError as exc:
+            st.error(failure_text(exc))
+        st.session_state["live_cycles"] = cycles
+    cycles = st.session_state.get("live_cycles")
+    if cycles:
+        if not st.session_state.get("live_generate"):
+            st.markdown(live_tokens_html(cycles), unsafe_allow_html=True)
+        drafted = [c for c in cycles if c.step >= 0]
+        accepted = sum(len(c.accepted) for c in drafted)
+        st.caption(f"{sum(c.new_tokens for c in cycles)} tokens in {len(drafted)} verify passes: {accepted} "
+                   "drafted tokens accepted; the output is the target's own (lossless).")
+        curve = remaining_curve(cycles).dropna(axis=1, how="all")
+        show_figure(remaining_curves_figure(curve, "Remaining length during this generation (estimated at every "
+                                                   "verify pass)"), "live-remaining")
