@@ -60,7 +60,8 @@ class ChunkedPrefillInstance(ContinuousInstance):
             self.used_blocks += blocks
             self.held_blocks += blocks
             self.reserved[i] = blocks
-            self.prefilling[i] = sim.prompt_list[i] + sim.gen.item(i) - (self.prefix_hit(i) if self.prefix_cache else 0)
+            hit = self.prefix_hit(i) if self.prefix_cache is not None else 0
+            self.prefilling[i] = sim.prompt_list[i] + sim.gen.item(i) - hit
             self._running_changed()
             chunks.append((i, min(self.prefilling[i], budget)))
             budget -= chunks[-1][1]

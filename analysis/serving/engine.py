@@ -36,6 +36,7 @@ from analysis.serving.registry import DISPATCH_POLICIES, PREFILL_QUEUE_POLICIES,
 from analysis.serving.states import Event, EventType, RequestState, RequestStates
 from analysis.serving.traces import MAX_ARRIVAL_S, MAX_TOKENS
 
+_ITERATION_DONE = EventType.ITERATION_DONE  # (a module constant: cheaper to read than the enum attribute)
 MODES = ("disaggregated", "colocated")
 BATCHING = ("continuous", "static")
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
@@ -238,7 +239,7 @@ class Simulator:
         heapq.heappush(self._events, Event(t, self._seq, kind, target, arg))
 
     def push_instance_event(self, t: float, instance: Instance) -> None:
-        self._push(t, EventType.ITERATION_DONE, instance.uid, instance.version)
+        self._push(t, _ITERATION_DONE, instance.uid, instance.version)
 
     def run(self, on_progress: Progress = no_progress) -> SimResult:
         start = time.perf_counter()
@@ -265,8 +266,7 @@ class Simulator:
         return self._result(time.perf_counter() - start)
 
     def _arrive(self, i: int, _: int, now: float) -> None:
-        self.pred_total[i] = self.predictor.static(i)
-        self.pred_list[i] = self.pred_total.item(i)
+        self.pred_total[i] = self.pred_list[i] = float(self.predictor.static(i))
         if self.prefill:
             inst = self.prefill[self._next_prefill % len(self.prefill)]
             self._next_prefill += 1
@@ -310,7 +310,7 @@ class Simulator:
     # request state ----------------------------------------------------------------------------------
     def request_view(self, i: int) -> RequestView:
         g = self.gen.item(i)
-        return RequestView(i, self.arrival_list[i], self.prompt_list[i], g, self.pred_total.item(i),
+        return RequestView(i, self.arrival_list[i], self.prompt_list[i], g, self.pred_list[i],
                            float(self.predictor.remaining(i, g)))
 
     def admitted(self, i: int, now: float, to: RequestState) -> None:

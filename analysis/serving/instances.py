@@ -171,7 +171,7 @@ class PrefillInstance(Instance):
         batch, tokens = [], 0
         while queue and len(batch) < cfg.max_batch_size:
             i = queue.peek(now) if self.ordered else queue[0]
-            p = prompt[i] - (self.prefix_hit(i) if self.prefix_cache else 0)
+            p = prompt[i] - (self.prefix_hit(i) if self.prefix_cache is not None else 0)
             if batch and tokens + p > cfg.max_prefill_tokens:
                 break
             batch.append(queue.pop(now) if self.ordered else queue.popleft())
@@ -203,7 +203,7 @@ class DecodeInstance(Instance):
 
     def reserve(self, i: int) -> None:
         """Count a request dispatched here (in transfer or waiting) in the predicted load."""
-        amount = max(self.sim.pred_total.item(i) - self.sim.gen.item(i), 1.0)
+        amount = max(self.sim.pred_list[i] - self.sim.gen.item(i), 1.0)
         self._queued_amount[i] = self._queued_amount.get(i, 0.0) + amount
         self.queued_pred += amount
         self._view = None
@@ -417,7 +417,7 @@ class ContinuousInstance(DecodeInstance):
             i = self.waiting.peek(now)
             resident = sim.kv_ready.item(i)
             context = sim.prompt_list[i] + sim.gen.item(i)
-            if self.prefix_cache and not resident:
+            if self.prefix_cache is not None and not resident:
                 context -= self.prefix_hit(i)
             blocks = self._blocks_to_admit(i)
             if self.used_blocks + blocks > self.cap_blocks - self.watermark:

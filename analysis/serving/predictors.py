@@ -83,11 +83,11 @@ class NoisyOraclePredictor(Predictor):
         self._true = np.asarray(true_lengths, dtype=float)
         self.mae, self.seed, self.update_every = float(mae), int(seed), int(update_every)
         rng = np.random.default_rng(self.seed)
-        self._static = np.maximum(self._true + rng.laplace(0.0, self.mae, size=len(self._true)), 1.0)
+        self._static = np.maximum(self._true + rng.laplace(0.0, self.mae, size=len(self._true)), 1.0).tolist()
         self._table = rng.laplace(0.0, self.mae, size=self._TABLE)
 
     def static(self, i: int) -> float:
-        return float(self._static[i])
+        return self._static[i]
 
     def remaining(self, i: int, generated: int) -> float:
         update = generated // self.update_every
