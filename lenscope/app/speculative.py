@@ -31,7 +31,7 @@ from models.target import TargetModel
 
 def drafter_datasets(drafters: pd.DataFrame) -> list[str]:
     """Datasets with a registered OUTLETS drafter, the pages' preferred one first."""
-    names = sorted({n.split(":")[1] for n in drafters["name"] if n.startswith("drafter:") and n.endswith(":outlets")})
+    names = sorted({c["dataset"] for c in drafters["config"] if (c or {}).get("variant") == "outlets"})
     first = preferred_dataset(names)
     return ([first] if first else []) + [n for n in names if n != first]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 
-from analysis.core.metrics import ci_text
 from analysis.outlets.speculative import DRAFT_STEPS
 from analysis.outlets.training import DRAFT_VOCAB_SIZE, VARIANTS
 from lenscope.cli import _common
@@ -108,14 +107,9 @@ def run_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _estimate_text(est: dict, digits: int = 2) -> str:
-    if est["value"] is None:
-        return "n/a"
-    return ci_text(est["value"], est["lo"], est["hi"], digits=digits)
-
-
 def run_speculative(args: argparse.Namespace) -> int:
     from cache.store import Store
+    from lenscope.figures.speculative import estimate_text
     from lenscope.jobs.speculative import speculative_job
 
     store = Store()
@@ -123,15 +117,19 @@ def run_speculative(args: argparse.Namespace) -> int:
     with _common.progress_bar(args.prompts, "speculative") as bar:
         result = speculative_job(store, target, args.dataset, args.prompts, args.max_new_tokens, args.draft_steps,
                                  args.temperature, args.seed, on_progress=_bar_callback(bar))
+
+    def text(est: dict, digits: int = 2) -> str:
+        return estimate_text(est, digits=digits, missing="n/a")
+
     print(f"{result['prompts']} held-out prompts, k={result['k']}, T={result['temperature']}: plain decoding "
-          f"{_estimate_text(result['plain_tokens_per_s'], 1)} tokens/s")
+          f"{text(result['plain_tokens_per_s'], 1)} tokens/s")
     for variant, d in result["drafters"].items():
-        rates = ", ".join(_estimate_text(e) for e in d["acceptance"])
-        print(f"{variant}: acceptance per position {rates}; tau {_estimate_text(d['tau'])}; "
-              f"{_estimate_text(d['tokens_per_s'], 1)} tokens/s; speedup {_estimate_text(d['speedup'])}x; "
+        rates = ", ".join(text(e) for e in d["acceptance"])
+        print(f"{variant}: acceptance per position {rates}; tau {text(d['tau'])}; "
+              f"{text(d['tokens_per_s'], 1)} tokens/s; speedup {text(d['speedup'])}x; "
               f"identical to plain decoding on {d['identical_to_plain']}/{d['prompts']} prompts")
     if result["difference"]:
         diff = result["difference"]
-        rates = ", ".join(_estimate_text(e) for e in diff["acceptance"])
-        print(f"{diff['pair'][0]} - {diff['pair'][1]}: acceptance {rates}; tau {_estimate_text(diff['tau'])}")
+        rates = ", ".join(text(e) for e in diff["acceptance"])
+        print(f"{diff['pair'][0]} - {diff['pair'][1]}: acceptance {rates}; tau {text(diff['tau'])}")
     return 0

@@ -17,10 +17,10 @@ NO_LOSS = ("OUTLETS accepts less: the paper's no-loss claim is not reproduced",
 COLOURS = {"accepted": "#2e7d32", "correction": "#e65100", "target": "#546e7a"}
 
 
-def _ci(est: Mapping | None, signed: bool = False, digits: int = 2) -> str:
-    """``value [lo, hi]`` of a stored estimate ('' when it is missing or undefined)."""
+def estimate_text(est: Mapping | None, signed: bool = False, digits: int = 2, missing: str = "") -> str:
+    """``value [lo, hi]`` of a stored estimate (``missing`` when it is missing or undefined)."""
     if not est or est.get("value") is None or est.get("lo") is None:
-        return ""
+        return missing
     return ci_text(est["value"], est["lo"], est["hi"], signed, digits)
 
 
@@ -46,13 +46,13 @@ def speculative_table(payload: Mapping) -> pd.DataFrame:
     identical to plain decoding (at temperature 0 all must be: the decoding is lossless)."""
     plain = payload["plain_tokens_per_s"]
     rows = [{"decoding": "plain (target only)", "tau: tokens per target pass [95% CI]": "1",
-             "tokens/s [95% CI]": _ci(plain, digits=1), "speedup vs plain [95% CI]": "1",
+             "tokens/s [95% CI]": estimate_text(plain, digits=1), "speedup vs plain [95% CI]": "1",
              "answers identical to plain": "", "prompts": payload["prompts"]}]
     for name, s in payload["drafters"].items():
         rows.append({"decoding": f"speculative, {name} drafter (k = {payload['k']})",
-                     "tau: tokens per target pass [95% CI]": _ci(s["tau"]),
-                     "tokens/s [95% CI]": _ci(s["tokens_per_s"], digits=1),
-                     "speedup vs plain [95% CI]": _ci(s["speedup"]),
+                     "tau: tokens per target pass [95% CI]": estimate_text(s["tau"]),
+                     "tokens/s [95% CI]": estimate_text(s["tokens_per_s"], digits=1),
+                     "speedup vs plain [95% CI]": estimate_text(s["speedup"]),
                      "answers identical to plain": (f"{s['identical_to_plain']} / {s['prompts']}"
                                                     if payload["temperature"] <= 0 else "(sampled: not comparable)"),
                      "prompts": s["prompts"]})
@@ -70,7 +70,8 @@ def acceptance_difference_table(difference: Mapping | None) -> pd.DataFrame:
     for what, est in rows:
         defined = est.get("lo") is not None
         verdict = "" if not defined else (NO_LOSS[0] if est["hi"] < 0 else NO_LOSS[1] if est["lo"] > 0 else NO_LOSS[2])
-        out.append({"measure": what, f"{first} - {second} [95% CI]": _ci(est, signed=True), "prompts": est.get("n"),
+        out.append({"measure": what, f"{first} - {second} [95% CI]": estimate_text(est, signed=True),
+                    "prompts": est.get("n"),
                     "verdict": verdict})
     return pd.DataFrame(out)
 

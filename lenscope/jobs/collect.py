@@ -16,9 +16,9 @@ from models.target import TargetModel
 # Finished runs are stored every FLUSH_RUNS runs or FLUSH_SECONDS seconds: a killed collection loses at most that.
 FLUSH_RUNS = 16
 FLUSH_SECONDS = 5.0
+Request = tuple[PromptItem, GenerationSettings]  # one answer to sample: a prompt and its settings
 # Samples answers for (prompt ids, settings), yielding (index, generation) as each finishes: BatchedEngine.run or
 # its Ray counterpart.
-Request = tuple[PromptItem, GenerationSettings]  # one answer to sample: a prompt and its settings
 Generate = Callable[[list[list[int]], list[GenerationSettings]], Iterator[tuple[int, Generation]]]
 
 

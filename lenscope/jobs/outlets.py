@@ -107,7 +107,7 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
                       draft_vocab_size: int = DRAFT_VOCAB_SIZE, on_progress: Progress = no_progress) -> JobResult:
     """Train one drafter variant on the train split of ``dataset`` (training-time test over ``ttt_steps``
     drafting steps, see :func:`drafter_settings`), predict every run's remaining length at steps 0..max_step,
-    measure replayed acceptance on the evaluation split, save and register it."""
+    save and register it (its acceptance is measured live, by :mod:`lenscope.jobs.speculative`)."""
     spec = get_variant(variant)
     settings = drafter_settings(target, ttt_steps, draft_vocab_size)
     torch.manual_seed(seed)

@@ -68,12 +68,12 @@ def qps_sweep(store: Store, trace: pd.DataFrame, spec: PredictorSpec, base: SimC
     (the points of a :class:`SweepGrid` with one predictor and one seed; ``ray`` fans them out)."""
     grid = SweepGrid(qps=tuple(qps_values), policies=tuple(policies), predictors=(spec,), maes=(spec.mae,),
                      seeds=(seed,))
+    windows = {qps: np.ptp(poisson_retime(trace, qps, seed)["arrival_s"].to_numpy()) for qps in grid.qps}
     rows = []
     for (qps, (dispatch, queue), _, _), outcome in zip(grid.points(), grid_outcomes(
             store, trace, base, grid, short_quantile, ray, on_progress)):
         growth = backlog_growth(outcome.requests)
-        arrivals = poisson_retime(trace, qps, seed)["arrival_s"]
-        served = served_fraction(float(arrivals.max() - arrivals.min()), outcome.summary["makespan_s"])
+        served = served_fraction(float(windows[qps]), outcome.summary["makespan_s"])
         rows.append({"policy": policy_label(dispatch, queue), "qps": qps,
                      **{m: outcome.summary[m] for m in GRID_METRICS}, "backlog_growth": growth,
                      "served_fraction": served,

@@ -87,7 +87,6 @@ class CollectWorker:
             raise RuntimeError(f"the worker loaded a different model for {spec!r} than the driver: the cluster's "
                                "machines need the same model files")
         self.engine = BatchedEngine(target, layers, batch_size=batch_size, features=features)
-        self.target = target
 
     def generate(self, prompts: list[list[int]], settings: list[GenerationSettings]) -> list[tuple[int, Generation]]:
         """Every answer of a shard, by its index in the shard."""
@@ -158,7 +157,10 @@ def ray_generate(target: TargetModel, layers: Sequence[int], batch_size: int | s
 
 def ray_map(fn: Callable[..., Any], calls: Sequence[tuple], options: RayOptions,
             on_result: Callable[[int], None] | None = None) -> list[Any]:
-    """``[fn(*args) for args in calls]`` as Ray tasks (one CPU each), in order; ``on_result(done)`` after each."""
+    """``[fn(*args) for args in calls]`` as Ray tasks (one CPU each), in order; ``on_result(done)`` after each.
+    Nothing to call starts no cluster."""
+    if not calls:
+        return []
     ray = connect(options)
     task = ray.remote(num_cpus=1)(fn)
     refs = [task.remote(*args) for args in calls]
