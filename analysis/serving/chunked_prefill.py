@@ -31,10 +31,10 @@ class ChunkedPrefillInstance(ContinuousInstance):
         """Decoding and prefilling requests (the predicted load dispatchers see)."""
         return self.running + list(self.prefilling)
 
-    def _load_terms(self) -> list[float]:
-        """The running requests' terms, then the prefilling ones'."""
+    def _running_load(self) -> float:
+        """The running requests' predicted load, then the prefilling ones'."""
         sim = self.sim
-        return super()._load_terms() + [max(sim.pred_list[i] - sim.gen.item(i), 1.0) for i in self.prefilling]
+        return super()._running_load() + sum(max(sim.pred_list[i] - sim.gen.item(i), 1.0) for i in self.prefilling)
 
     def plan(self, now: float) -> None:
         if self.busy_until is not None:

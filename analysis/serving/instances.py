@@ -10,6 +10,7 @@ hold, or early when a request arrives that could join the batch.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from typing import Protocol
 
@@ -57,39 +58,6 @@ class Simulation(Protocol):
 
 # the ufunc reduction without the ndarray-method wrapper (the same result as .sum())
 np_sum = np.add.reduce
-
-
-def pairwise_sum(values: list[float]) -> float:
-    """Sum of ``values`` in numpy's pairwise order (``np.add.reduce`` on a float64 array gives the same bits)."""
-    return _pairwise(values, 0, len(values))
-
-
-def _pairwise(v: list[float], lo: int, n: int) -> float:
-    if n < 8:
-        total = 0.0
-        for x in v[lo:lo + n]:
-            total += x
-        return total
-    if n <= 128:  # eight running sums, then the rest one by one
-        r0, r1, r2, r3, r4, r5, r6, r7 = v[lo:lo + 8]
-        end = lo + n - n % 8
-        it = iter(v[lo + 8:end])
-        for x0, x1, x2, x3, x4, x5, x6, x7 in zip(it, it, it, it, it, it, it, it):
-            r0 += x0
-            r1 += x1
-            r2 += x2
-            r3 += x3
-            r4 += x4
-            r5 += x5
-            r6 += x6
-            r7 += x7
-        total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        for x in v[end:lo + n]:
-            total += x
-        return total
-    half = n // 2
-    half -= half % 8
-    return _pairwise(v, lo, half) + _pairwise(v, lo + half, n - half)
 
 
 def blocks_for(tokens, block_size: int):
@@ -297,18 +265,20 @@ class ContinuousInstance(DecodeInstance):
         self._c_residues = [0] * cfg.block_size  # how many c have each value of c % block_size
         self._f: list[int] = []
         self._f_min: float = math.inf  # min(_f): the step at which the next running request ends
-        self._p: list[float] = []
+        self._q: list[float] = []  # per running request: predicted total - g, so its predicted remaining is q - steps
+        self._q_sorted: list[float] = []  # the _q in ascending order, and their sum: the predicted load in O(log n)
+        self._q_sum = 0.0
 
     def running_ids(self) -> list[int]:
         return self.running
 
     def _running_load(self) -> float:
-        return pairwise_sum(self._load_terms())
-
-    def _load_terms(self) -> list[float]:
-        """Each running request's predicted remaining tokens (at least 1)."""
-        steps = self.steps
-        return [x if (x := p - (g + steps)) > 1.0 else 1.0 for p, g in zip(self._p, self._g)]
+        """Predicted remaining tokens of the running requests, at least 1 each: ``q - steps`` for those with
+        ``q > steps + 1``, 1 for the others (the first ones of the sorted ``q``, usually none or a few)."""
+        q, steps = self._q_sorted, self.steps
+        floored = bisect_right(q, steps + 1.0)
+        low = sum(q[:floored]) if floored else 0.0
+        return (self._q_sum - low) - (len(q) - floored) * steps + floored
 
     def _sync_gen(self) -> None:
         """Write the generated counts of the running requests to ``sim.gen``."""
@@ -326,16 +296,25 @@ class ContinuousInstance(DecodeInstance):
             self._add_c(sim.prompt_list[i] + g - steps)
             self._f.append(sim.out_list[i] - g + steps)
             self._f_min = min(self._f_min, self._f[-1])
-            self._p.append(sim.pred_list[i])
+            q = sim.pred_list[i] - (g - steps)
+            self._q.append(q)
+            insort(self._q_sorted, q)
+            self._q_sum += q
         self._running_changed()
 
     def _remove(self, positions: list[int]) -> list[int]:
         """Take the running requests at ``positions`` (ascending) out of the batch; returns their ``c``."""
         removed = []
+        q_sorted = self._q_sorted
         for j in reversed(positions):
-            del self.running[j], self._g[j], self._f[j], self._p[j]
+            del self.running[j], self._g[j], self._f[j]
+            q = self._q.pop(j)
+            del q_sorted[bisect_left(q_sorted, q)]
+            self._q_sum -= q
             removed.append(self._c.pop(j))
             self._count_c(removed[-1], -1)
+        if not self.running:
+            self._q_sum = 0.0  # no rounding left over from the requests that came and went
         self._f_min = min(self._f, default=math.inf)
         self._running_changed()
         return removed

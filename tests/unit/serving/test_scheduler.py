@@ -12,7 +12,6 @@ import pytest
 from analysis.serving import SimConfig, make_predictor, simulate
 from analysis.serving.cost_model import DEFAULT_COST, fit_cost_model
 from analysis.serving.engine import Simulator
-from analysis.serving.instances import pairwise_sum
 from analysis.serving.metrics import padding_ratio, summarize
 from analysis.serving.policies import QueuePolicy, RequestView
 from analysis.serving.predictors import NoisyOraclePredictor, StoredPredictor
@@ -213,10 +212,32 @@ def test_cli_simulate_end_to_end(data_dir, tmp_path, capsys):
     assert main(["simulate", "--trace", str(tmp_path / "missing.csv")]) == 2
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 40, 128, 129, 256, 300])
-def test_pairwise_sum_matches_numpy_bit_for_bit(n):
-    """Instances sum predicted loads in plain Python; the order is numpy's, so the sums are the same to the bit."""
-    rng = np.random.default_rng(n)
-    for _ in range(50):
-        values = np.maximum(rng.laplace(200, 150, n) - rng.integers(0, 300, n), 1.0)
-        assert pairwise_sum(values.tolist()) == float(np.add.reduce(values))
+@pytest.mark.parametrize("config", [
+    SimConfig(mode="colocated", n_decode=3, dispatch="lb", queue="sjf", preemptive=True, kv_capacity_tokens=16_384),
+    SimConfig(mode="colocated", n_decode=3, dispatch="lb", queue="sjf", chunk_tokens=512),
+    SimConfig(n_decode=2, dispatch="lb", queue="srpt", preemptive=True)])
+def test_incremental_predicted_load_equals_the_direct_sum(config, monkeypatch):
+    """Instances keep the predicted load of their running requests from a sorted list and a running sum; at every
+    read it equals the direct sum of max(predicted total - generated, 1) (chunked prefill adds its prefilling
+    requests' terms to it)."""
+    from analysis.serving.instances import ContinuousInstance
+
+    incremental, reads = ContinuousInstance._running_load, []
+
+    def checked(self) -> float:
+        load = incremental(self)
+        sim = self.sim
+        direct = sum(max(sim.pred_list[i] - (g + self.steps), 1.0) for i, g in zip(self.running, self._g))
+        reads.append((load, direct))
+        return load
+
+    monkeypatch.setattr(ContinuousInstance, "_running_load", checked)
+    rng = np.random.default_rng(0)
+    n = 400
+    trace = pd.DataFrame({"arrival_s": np.sort(rng.uniform(0, 20, n)), "prompt_tokens": rng.integers(20, 900, n),
+                          "output_tokens": rng.integers(1, 400, n)})
+    predictor = make_predictor("oracle-noise", trace["output_tokens"].to_numpy(), mae=80, seed=0)
+    simulate(trace, predictor, config)
+    loads, direct = np.array(reads).T
+    assert len(reads) > 100 and (direct > loads.min()).any()
+    np.testing.assert_allclose(loads, direct, rtol=1e-9, atol=1e-9)
