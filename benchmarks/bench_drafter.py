@@ -2,11 +2,12 @@
 plain decoding on the same prompts.
 
 Usage: ``python -m lenscope benchmark drafter [--drafter DIR | --dataset NAME] [--context 256] [--repeats 50]
-[--prompts 4] [--max-new-tokens 48] [--draft-steps 5]``. Each per-token cost is the median over ``repeats``
-single-token steps with a KV cache of ``context`` tokens (one thread by default). Speculative and plain greedy
-decoding then generate the same answers (checked) for the same prompts: the dataset's held-out prompts with its
-registered OUTLETS drafter (``--dataset``), else a few fixed prompts. Prints JSON, then the last line
-``speculative speedup vs plain decoding: N.NNx; length head / drafter step: N.NNNNx``.
+[--prompts 4] [--max-new-tokens 48] [--draft-steps 5] [--device cpu]``. Each per-token cost is the median over
+``repeats`` single-token steps with a KV cache of ``context`` tokens (on the CPU with one thread by default).
+Speculative and plain greedy decoding then generate the same answers (checked) for the same prompts: the
+dataset's held-out prompts with its registered OUTLETS drafter (``--dataset``), else a few fixed prompts.
+Prints JSON, then the last line ``speculative speedup vs plain decoding: N.NNx; length head / drafter step:
+N.NNNNx``.
 """
 
 from __future__ import annotations
@@ -27,36 +28,44 @@ PROMPTS = ("Explain what a hash table is.", "Write a short poem about the sea.",
            "Give three tips for learning a language.", "What causes the seasons on Earth?")
 
 
-def median_ms(fn: Callable[[], object], repeats: int) -> float:
-    """Median wall time of ``fn`` in milliseconds (after two warm-up calls)."""
-    return median_seconds(fn, repeats, warmup=2) * 1000
+def median_ms(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
+    """Median wall time of ``fn`` in milliseconds (after two warm-up calls), waiting for ``device`` to finish
+    its work (a GPU runs asynchronously)."""
+    def run() -> None:
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    return median_seconds(run, repeats, warmup=2) * 1000
 
 
 @torch.no_grad()
 def measure(target: TargetModel, drafter: Drafter, context: int, repeats: int) -> dict:
     """Per-token costs (ms) of the length head, a drafter step (decoder layer + draft-token head over the draft
-    vocabulary) and a target decode step (all layers + LM head)."""
-    ids = torch.randint(0, target.tokenizer.vocab_size, (context,))
-    cache = target.model(input_ids=ids.unsqueeze(0).to(target.device), use_cache=True).cache
-    token = ids[-1:].unsqueeze(0).to(target.device)
+    vocabulary) and a target decode step (all layers + LM head), all on the target's device."""
+    device = target.device
+    drafter = drafter.to(device)
+    ids = torch.randint(0, target.tokenizer.vocab_size, (context,), device=device)
+    cache = target.model(input_ids=ids.unsqueeze(0), use_cache=True).cache
+    token = ids[-1:].unsqueeze(0)
 
     def target_step() -> None:
         target.model(input_ids=token, cache=cache, use_cache=True)
 
     d = drafter.config.hidden_size
-    hidden = [torch.randn(1, context, d) for _ in drafter.config.fuse_layers]
+    hidden = [torch.randn(1, context, d, device=device) for _ in drafter.config.fuse_layers]
     rep, kv = drafter(hidden, ids.unsqueeze(0))
     last = rep[:, -1:]
-    positions = torch.tensor([[context]])
+    positions = torch.tensor([[context]], device=device)
 
     def drafter_step() -> None:
-        mask = None if kv is None else torch.ones(1, 1, kv[0].shape[2] + 1, dtype=torch.bool)
-        rep_next, _ = drafter.step(last, ids[-1:].unsqueeze(0), positions, kv, mask)
+        mask = None if kv is None else torch.ones(1, 1, kv[0].shape[2] + 1, dtype=torch.bool, device=device)
+        rep_next, _ = drafter.step(last, token, positions, kv, mask)
         drafter.target_ids(drafter.draft_logits(rep_next).argmax(-1))
 
-    costs = {"length_head_ms": median_ms(lambda: drafter.predict_log_length(last), repeats),
-             "drafter_step_ms": median_ms(drafter_step, repeats),
-             "target_step_ms": median_ms(target_step, repeats)}
+    costs = {"length_head_ms": median_ms(lambda: drafter.predict_log_length(last), repeats, device),
+             "drafter_step_ms": median_ms(drafter_step, repeats, device),
+             "target_step_ms": median_ms(target_step, repeats, device)}
     costs["head_over_drafter"] = costs["length_head_ms"] / costs["drafter_step_ms"]
     costs["head_over_target"] = costs["length_head_ms"] / costs["target_step_ms"]
     costs["drafter_over_target"] = costs["drafter_step_ms"] / costs["target_step_ms"]
@@ -109,14 +118,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--context", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="cpu (with --threads threads), cuda, cuda:1, ...")
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--draft-steps", type=int, default=5)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    target = TargetModel.load(args.model, device="cpu")
+    target = TargetModel.load(args.model, device=args.device)
     drafter, prompts, source = load_inputs(args, target)
-    result = {"context": args.context, "threads": args.threads, "drafter": source,
+    result = {"context": args.context, "device": target.device.type, "threads": args.threads, "drafter": source,
               "draft_vocab_size": drafter.config.draft_vocab_size or drafter.config.vocab_size,
               **measure(target, drafter, args.context, args.repeats),
               **decode_speeds(target, drafter, prompts, args.max_new_tokens, args.draft_steps)}

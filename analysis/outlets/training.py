@@ -147,19 +147,22 @@ def ttt_kl(drafter: Drafter, rep: torch.Tensor, kv: KV | None, batch: Sequence[D
     of step ``i-1`` with the stored next token ``x[p+1+i]`` (the shifted target tokens, as EAGLE-3 does) at
     position ``p+i``, attending to the teacher-forced keys ``<= p`` and to its own keys of steps ``1..i`` at the
     same start (not to other starts'). Only the starts are unrolled, so extra steps cost little."""
+    device = rep.device
+    starts, steps = starts.to(device), steps.to(device)
     b, r = starts.shape
-    rows = torch.arange(b).unsqueeze(1).expand(b, r)
-    prev = rep[rows, starts]                                                      # [B, R, d]
-    visible = torch.arange(rep.shape[1]).view(1, 1, -1) <= starts.unsqueeze(-1)   # [B, R, S]
+    rows = torch.arange(b, device=device).unsqueeze(1).expand(b, r)
+    prev = rep[rows, starts]                                                                     # [B, R, d]
+    visible = torch.arange(rep.shape[1], device=device).view(1, 1, -1) <= starts.unsqueeze(-1)   # [B, R, S]
     target_ids = torch.stack([F.pad(ex.target_ids, (0, 0, 0, next_ids.shape[1] + 1 - ex.length))
-                              for ex in batch])
+                              for ex in batch]).to(device)
     target_logp = torch.stack([F.pad(ex.target_logp, (0, 0, 0, next_ids.shape[1] + 1 - ex.length))
-                               for ex in batch])
+                               for ex in batch]).to(device)
     index = None if drafter.config.draft_vocab_size == 0 else drafter.draft_index
     past, total, weights = kv, rep.new_zeros(()), 0.0
     for i in range(ttt_steps):
         if i > 0:
-            mask = None if past is None else torch.cat([visible, torch.eye(r, dtype=torch.bool).repeat(b, 1, i)], -1)
+            own = torch.eye(r, dtype=torch.bool, device=device).repeat(b, 1, i)
+            mask = None if past is None else torch.cat([visible, own], -1)
             tokens = next_ids[rows, (starts + i).clamp(max=next_ids.shape[1] - 1)]
             prev, past = drafter.step(prev, tokens, starts + i, past, mask)
         live = steps > i
@@ -178,9 +181,11 @@ def batch_loss(drafter: Drafter, batch: Sequence[DrafterExample], variant: Varia
     """The joint objective on a batch of runs: the KL of ``ttt_steps`` drafting steps (training-time test, see
     :func:`ttt_kl`) from up to ``kl_positions`` random starts of each run + lambda * the length loss at every
     answer step of every run (on the teacher-forced representation the live decoder reads at each verify cycle)
-    + gamma * L2(length MLP)."""
+    + gamma * L2(length MLP). Runs on the drafter's device."""
+    device = drafter.embed_weight.device
     hidden, next_ids = pad_batch(batch)
-    rep, kv = drafter(hidden, next_ids)
+    next_ids = next_ids.to(device)
+    rep, kv = drafter([h.to(device) for h in hidden], next_ids)
     total = drafter.length_head.l2() * L2_WEIGHT
     parts: dict[str, float] = {}
     if variant.kl_weight > 0:
@@ -190,11 +195,11 @@ def batch_loss(drafter: Drafter, batch: Sequence[DrafterExample], variant: Varia
         parts["kl"] = kl.item()
     if variant.length_weight > 0:
         samples = [remaining_length_samples(ex.prompt_len, ex.output_length) for ex in batch]
-        rows = torch.cat([torch.full((len(sm.positions),), b) for b, sm in enumerate(samples)])
-        feats = rep[rows, torch.as_tensor(np.concatenate([sm.positions for sm in samples]))]
+        rows = torch.cat([torch.full((len(sm.positions),), b) for b, sm in enumerate(samples)]).to(device)
+        feats = rep[rows, torch.as_tensor(np.concatenate([sm.positions for sm in samples]), device=device)]
         if variant.detach_length:
             feats = feats.detach()
-        z = log_length(torch.as_tensor(np.concatenate([sm.remaining for sm in samples])))
+        z = log_length(torch.as_tensor(np.concatenate([sm.remaining for sm in samples]), device=device))
         length = drafter.length_head.loss(drafter.length_output(feats), z)
         total = total + variant.length_weight * length
         parts["length"] = length.item()
@@ -226,12 +231,13 @@ def fit_statistics(drafter: Drafter, examples: Sequence[DrafterExample]) -> None
 def train_drafter(drafter: Drafter, examples: Sequence[DrafterExample], variant: Variant, epochs: int = 3,
                   lr: float = 1e-3, weight_decay: float = 0.02, warmup: int = 20, kl_positions: int = 64,
                   runs_per_step: int = 4, seed: int = 0, head_lr_scale: float = 3.0, ttt_steps: int = 1,
+                  device: torch.device | str = "cpu",
                   on_step: Callable[[int, int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
     """AdamW over shuffled batches of ``runs_per_step`` runs (so every step sees many different
     lengths), linear warmup, gradient clipping at 1.0, the length head at ``head_lr_scale`` times the
-    backbone learning rate, the KL over ``ttt_steps`` unrolled drafting steps (1: teacher forcing only).
-    Inputs and the length target are standardised with training statistics first. Returns the mean loss
-    parts of each epoch."""
+    backbone learning rate, the KL over ``ttt_steps`` unrolled drafting steps (1: teacher forcing only), on
+    ``device`` (the drafter stays there). Inputs and the length target are standardised with training
+    statistics first. Returns the mean loss parts of each epoch."""
     if ttt_steps < 1:
         raise ValueError(f"ttt_steps must be at least 1, got {ttt_steps}")
     if not examples:
@@ -239,6 +245,7 @@ def train_drafter(drafter: Drafter, examples: Sequence[DrafterExample], variant:
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     fit_statistics(drafter, examples)
+    drafter.to(device)
     head = list(drafter.length_head.parameters())
     backbone = [p for p in drafter.parameters() if p.requires_grad and all(p is not h for h in head)]
     opt = torch.optim.AdamW([{"params": backbone}, {"params": head, "lr": lr * head_lr_scale}],
@@ -273,11 +280,12 @@ def predict_example(drafter: Drafter, ex: DrafterExample,
                     max_step: int | None = None) -> tuple[pd.DataFrame, torch.Tensor]:
     """Remaining-length predictions at steps 0..max_step (rows run_id, step, predicted, true, split)
     and the draft representations at those steps."""
+    device = drafter.embed_weight.device
     hidden, next_ids = ex.inputs()
-    rep, _ = drafter(hidden, next_ids)
+    rep, _ = drafter([h.to(device) for h in hidden], next_ids.to(device))
     samples = remaining_length_samples(ex.prompt_len, ex.output_length, max_step)
-    feats = rep[0][torch.as_tensor(samples.positions)]
-    predicted = length_from_log(drafter.predict_log_length(feats))
+    feats = rep[0][torch.as_tensor(samples.positions, device=device)]
+    predicted = length_from_log(drafter.predict_log_length(feats)).cpu()
     frame = pd.DataFrame({"run_id": ex.run_id, "step": samples.steps, "predicted": predicted.numpy(),
                           "true": samples.remaining, "split": ex.split})
-    return frame, feats
+    return frame, feats.cpu()

@@ -50,8 +50,8 @@ def run_target_topk(store: Store, target: TargetModel, run: StoredRun) -> tuple[
         final = store.load_run(run.id, layers=[target.num_layers]).features.hidden
         if target.num_layers not in final:
             raise ValueError(f"run {run.id} has no stored hidden states for layer {target.num_layers}")
-        ids, logp = target_topk(target.next_token_logits(final[target.num_layers]).cpu(), TOPK)
-        return {"ids": ids.int(), "logp": logp.half()}
+        ids, logp = target_topk(target.next_token_logits(final[target.num_layers]), TOPK)  # on the target's device
+        return {"ids": ids.int().cpu(), "logp": logp.half().cpu()}
 
     config = {"run_id": run.id, "model": target.key, "k": TOPK}
     kept = store.memo_tensors(TOPK_KIND, f"run {run.id} target top-{TOPK}", config, compute)
@@ -105,9 +105,9 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
                       epochs: int = 6, lr: float = 1e-3, max_step: int = 128, seed: int = 0,
                       include_censored: bool = False, ttt_steps: int | None = None,
                       draft_vocab_size: int = DRAFT_VOCAB_SIZE, on_progress: Progress = no_progress) -> JobResult:
-    """Train one drafter variant on the train split of ``dataset`` (training-time test over ``ttt_steps``
-    drafting steps, see :func:`drafter_settings`), predict every run's remaining length at steps 0..max_step,
-    save and register it (its acceptance is measured live, by :mod:`lenscope.jobs.speculative`)."""
+    """Train one drafter variant on the train split of ``dataset`` on the target's device (training-time test
+    over ``ttt_steps`` drafting steps, see :func:`drafter_settings`), predict every run's remaining length at
+    steps 0..max_step, save and register it (its acceptance is measured live, by :mod:`lenscope.jobs.speculative`)."""
     spec = get_variant(variant)
     settings = drafter_settings(target, ttt_steps, draft_vocab_size)
     torch.manual_seed(seed)
@@ -117,6 +117,7 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
     if not train:
         raise ValueError(f"dataset {dataset!r} has no training runs to fit a drafter on; collect more prompts")
     history = train_drafter(drafter, train, spec, epochs=epochs, lr=lr, seed=seed, ttt_steps=settings["ttt_steps"],
+                            device=target.device,
                             on_step=lambda s, n, parts: on_progress(s, n, f"training (loss {parts['loss']:.3f})"))
     frames = []
     for i, ex in enumerate(examples):

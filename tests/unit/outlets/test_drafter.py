@@ -119,6 +119,29 @@ def test_training_reduces_loss_on_a_small_batch(variant):
     assert history[-1]["length"] < history[0]["length"]
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_training_on_cuda_matches_the_cpu():
+    """The same run trained on a GPU: losses and weights as on the CPU, the drafter left on the GPU, and
+    predictions returned on the CPU."""
+    examples = [synthetic_example(i) for i in range(4)]
+    spec = VARIANTS["outlets"]
+    runs = {}
+    for device in ("cpu", "cuda"):
+        drafter = tiny_drafter(draft_vocab_size=16)
+        history = train_drafter(drafter, examples, spec, epochs=2, lr=3e-3, warmup=1, runs_per_step=2,
+                                ttt_steps=3, device=device)
+        runs[device] = drafter, history
+    (cpu, cpu_history), (gpu, gpu_history) = runs["cpu"], runs["cuda"]
+    assert gpu.embed_weight.device.type == "cuda"
+    for a, b in zip(cpu_history, gpu_history):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-3)
+    for (name, a), b in zip(cpu.state_dict().items(), gpu.state_dict().values()):
+        assert torch.allclose(a, b.cpu(), rtol=1e-3, atol=1e-4), name
+    frame, feats = predict_example(gpu, examples[0])
+    assert feats.device.type == "cpu"
+    np.testing.assert_allclose(frame["predicted"], predict_example(cpu, examples[0])[0]["predicted"], rtol=1e-3)
+
+
 def decodable_example(run_id: int, split: str) -> DrafterExample:
     """A run whose fused states carry log1p(remaining length) in one coordinate, next to a huge,
     nearly constant "massive activation" coordinate and noise, like real target states."""
