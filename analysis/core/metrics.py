@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,14 @@ def ci_text(value: float, lo: float, hi: float, signed: bool = False, digits: in
     """``value [lo, hi]`` to ``digits`` decimals (with signs for differences)."""
     fmt = f"{'+' if signed else ''}.{digits}f"
     return f"{value:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+
+
+def estimate_text(est: Mapping | None, signed: bool = False, digits: int = 2, missing: str = "") -> str:
+    """:func:`ci_text` of a stored estimate (a mapping with ``value``, ``lo`` and ``hi``); ``missing`` when it is
+    missing or undefined."""
+    if not est or est.get("value") is None or est.get("lo") is None:
+        return missing
+    return ci_text(est["value"], est["lo"], est["hi"], signed, digits)
 
 
 PAIRED_VERDICTS = ("first better", "second better", "not distinguishable")

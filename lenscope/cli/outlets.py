@@ -108,8 +108,8 @@ def run_probe(args: argparse.Namespace) -> int:
 
 
 def run_speculative(args: argparse.Namespace) -> int:
+    from analysis.core.metrics import estimate_text
     from cache.store import Store
-    from lenscope.figures.speculative import estimate_text
     from lenscope.jobs.speculative import speculative_job
 
     store = Store()

@@ -10,18 +10,11 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis.core.metrics import ci_text
+from analysis.core.metrics import estimate_text
 
 NO_LOSS = ("OUTLETS accepts less: the paper's no-loss claim is not reproduced",
            "OUTLETS accepts more", "no difference detected: consistent with the paper's no-loss claim")
 COLOURS = {"accepted": "#2e7d32", "correction": "#e65100", "target": "#546e7a"}
-
-
-def estimate_text(est: Mapping | None, signed: bool = False, digits: int = 2, missing: str = "") -> str:
-    """``value [lo, hi]`` of a stored estimate (``missing`` when it is missing or undefined)."""
-    if not est or est.get("value") is None or est.get("lo") is None:
-        return missing
-    return ci_text(est["value"], est["lo"], est["hi"], signed, digits)
 
 
 def acceptance_ci_figure(drafters: Mapping[str, Mapping]) -> go.Figure:
