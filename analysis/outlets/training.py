@@ -161,8 +161,9 @@ def ttt_kl(drafter: Drafter, rep: torch.Tensor, kv: KV | None, batch: Sequence[D
     past, total, weights = kv, rep.new_zeros(()), 0.0
     for i in range(ttt_steps):
         if i > 0:
-            own = torch.eye(r, dtype=torch.bool, device=device).repeat(b, 1, i)
-            mask = None if past is None else torch.cat([visible, own], -1)
+            mask = None
+            if past is not None:  # teacher-forced keys <= p, then this start's own keys of steps 1..i
+                mask = torch.cat([visible, torch.eye(r, dtype=torch.bool, device=device).repeat(b, 1, i)], -1)
             tokens = next_ids[rows, (starts + i).clamp(max=next_ids.shape[1] - 1)]
             prev, past = drafter.step(prev, tokens, starts + i, past, mask)
         live = steps > i

@@ -237,12 +237,11 @@ class ContinuousInstance(DecodeInstance):
 
     The running requests are kept in batch order, in lists (per-iteration work on batches of tens of requests is
     cheaper in plain Python than in numpy calls), with per request ``g`` = generated tokens - ``steps``, ``c`` =
-    context - ``steps``, ``f`` = remaining true tokens + ``steps`` and ``p`` = its predicted total, where ``steps``
+    context - ``steps``, ``f`` = remaining true tokens + ``steps`` and ``q`` = predicted total - ``g``, where ``steps``
     counts the decode steps the instance has run: a decode step then only advances ``steps``. The sum of the ``c``
-    and a count of ``c`` modulo the block size give the batch's context and KV blocks without a pass over it. A
-    running request's
-    generated count (``sim.gen``) is written when it leaves the batch and before a preemption decision reads it
-    (:meth:`_sync_gen`).
+    and a count of ``c`` modulo the block size give the batch's context and KV blocks without a pass over it, the
+    sorted ``q`` and their sum its predicted load. A running request's generated count (``sim.gen``) is written
+    when it leaves the batch and before a preemption decision reads it (:meth:`_sync_gen`).
     """
 
     def __init__(self, sim: Simulation, index: int, uid: int) -> None:
