@@ -87,6 +87,9 @@ def register(subparsers) -> None:
     add_model_args(i)
     i.add_argument("path", type=Path)
     i.add_argument("--dataset", required=True)
+    i.add_argument("--finished-only", action="store_true",
+                   help="leave out the runs that hit the token cap (predictors train on finished runs only; "
+                        "import again without it to add them)")
     i.set_defaults(func=import_)
 
 
@@ -109,7 +112,8 @@ def import_(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"no generations file at {args.path}")
     target = load_target(args)
     bars = PhaseBars()
-    imported, known = import_generations(Store(), target, args.path, args.dataset, on_progress=bars)
+    imported, known = import_generations(Store(), target, args.path, args.dataset,
+                                         finished_only=args.finished_only, on_progress=bars)
     bars.close()
     print(f"dataset {args.dataset!r}: {imported} runs imported with recomputed features, {known} already stored")
     return 0

@@ -61,10 +61,16 @@ def read_generations(path: Path) -> tuple[dict, list[dict]]:
 
 
 def import_generations(store: Store, target: TargetModel, path: Path, dataset: str,
-                       layers: Sequence[int] | None = None, on_progress: Progress = no_progress) -> tuple[int, int]:
+                       layers: Sequence[int] | None = None, finished_only: bool = False,
+                       on_progress: Progress = no_progress) -> tuple[int, int]:
     """Store the runs of a generations file in ``dataset`` with features recomputed on ``target``;
-    runs already stored are kept. Returns (imported, already stored)."""
+    runs already stored are kept. ``finished_only`` leaves out the runs that hit the token cap: every predictor
+    trains and scores on finished runs only, and the censored ones hold most of a long study's tokens, so a
+    first import of the finished ones trains sooner (a later import adds the rest). Returns (imported, already
+    stored)."""
     header, records = read_generations(path)
+    if finished_only:
+        records = [r for r in records if r["finished"]]
     layers = target.check_layers(layers if layers is not None else header.get("layers"))
     for record in records:
         system_prompt = record["settings"].get("system_prompt", "default")

@@ -1,12 +1,15 @@
 """Dataset collection: library function and CLI, resuming from the cache."""
 
+import gzip
+import json
+
 import pytest
 import torch
 
 from analysis.data.prompts import PromptItem
 from lenscope.cli import main
 from lenscope.jobs.collect import collect_dataset
-from lenscope.jobs.generations import export_generations, import_generations
+from lenscope.jobs.generations import export_generations, import_generations, read_generations
 from models.engine import GenerationSettings
 
 PROMPTS = [PromptItem("Name a fruit.", "user", "a"), PromptItem("Name a planet.", "user", "b"),
@@ -80,6 +83,15 @@ def test_generations_round_trip_through_a_file_with_recomputed_features(store, t
     from cache.store import Store
 
     other = Store(url=f"sqlite:///{tmp_path}/other.db", tensor_dir=tmp_path / "other-tensors")
+    header, records = read_generations(path)
+    mixed = tmp_path / "mixed.jsonl.gz"  # the first run marked finished: --finished-only imports it alone
+    with gzip.open(mixed, "wt") as fh:
+        fh.writelines(json.dumps(line) + "\n" for line in [header, *({**r, "finished": i == 0}
+                                                                     for i, r in enumerate(records))])
+    part = Store(url=f"sqlite:///{tmp_path}/part.db", tensor_dir=tmp_path / "part-tensors")
+    assert import_generations(part, target, mixed, "part", finished_only=True) == (1, 0)
+    assert part.runs_frame(dataset="part")["finished"].tolist() == [True]
+    assert import_generations(part, target, mixed, "part") == (2, 1)  # the rest, later
     assert import_generations(other, target, path, "copy") == (3, 0)
     assert import_generations(other, target, path, "copy") == (0, 3)
     copied = other.runs_frame(dataset="copy").sort_values("prompt")
