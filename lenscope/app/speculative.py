@@ -20,6 +20,7 @@ from lenscope.figures.speculative import (
 )
 from lenscope.jobs.speculative import (
     SPECULATIVE_KIND,
+    answer_ended,
     live_generation,
     registered_drafters,
     remaining_curve,
@@ -107,5 +108,10 @@ def live_section(store: Store, target: TargetModel | None, dataset: str, probes:
         st.caption(f"{sum(c.new_tokens for c in cycles)} tokens in {len(drafted)} verify passes: {accepted} "
                    "drafted tokens accepted; the output is the target's own (lossless).")
         curve = remaining_curve(cycles).dropna(axis=1, how="all")
+        censored = not answer_ended(cycles)
         show_figure(remaining_curves_figure(curve, "Remaining length during this generation (estimated at every "
-                                                   "verify pass)"), "live-remaining")
+                                                   "verify pass)", censored), "live-remaining")
+        if censored:
+            st.caption(f"The answer hit the {sum(c.new_tokens for c in cycles)}-token cap before its end-of-turn "
+                       "token: its true length is unknown, so the dashed line (tokens left to the cap) is only a "
+                       "lower bound on the true remaining length. Raise Max new tokens to see the real end.")

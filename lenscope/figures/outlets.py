@@ -12,10 +12,13 @@ from plotly.subplots import make_subplots
 from analysis.core.metrics import PAIRED_VERDICTS, ci_text, difference_verdict, mae_by_step
 
 
-def remaining_curves_figure(curves: pd.DataFrame, title: str = "Remaining length of this generation") -> go.Figure:
-    """True remaining length and every predictor column of ``curves`` (step, true, <predictor>...)."""
+def remaining_curves_figure(curves: pd.DataFrame, title: str = "Remaining length of this generation",
+                            censored: bool = False) -> go.Figure:
+    """True remaining length and every predictor column of ``curves`` (step, true, <predictor>...); ``censored``:
+    the answer hit its token cap, so ``true`` counts the tokens left to the cap, a lower bound."""
     fig = go.Figure()
-    fig.add_scatter(x=curves["step"], y=curves["true"], name="true remaining", line={"color": "black", "dash": "dash"})
+    truth = "tokens left to the cap (censored: a lower bound)" if censored else "true remaining"
+    fig.add_scatter(x=curves["step"], y=curves["true"], name=truth, line={"color": "black", "dash": "dash"})
     for column in curves.columns.drop(["step", "true"]):
         fig.add_scatter(x=curves["step"], y=curves[column], name=column, mode="lines")
     fig.update_layout(title=title, xaxis_title="generated tokens (step)", yaxis_title="remaining tokens")

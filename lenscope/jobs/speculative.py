@@ -181,7 +181,8 @@ class LiveCycle:
     target's ``correction`` of a rejected draft, else its bonus token; empty when the budget ended the answer
     first); ``drafts`` the whole proposed chain; ``new_tokens`` how many tokens the cycle added; ``step`` and the
     remaining-length estimates of the drafter and (with a probe) the target probe. The first event is the
-    target's own first token (``step`` -1, no drafts, no estimates)."""
+    target's own first token (``step`` -1, no drafts, no estimates). ``ends``: the answer's stop token came in
+    this cycle (a generation with none hit its token cap: its true length is unknown)."""
 
     step: int
     accepted: list[str]
@@ -191,6 +192,7 @@ class LiveCycle:
     new_tokens: int
     length: float | None
     probe: float | None
+    ends: bool = False
 
 
 def live_generation(store: Store, target: TargetModel, drafter_id: int, prompt: str, max_new_tokens: int = 64,
@@ -206,20 +208,26 @@ def live_generation(store: Store, target: TargetModel, drafter_id: int, prompt: 
     text = target.token_strings
     for first, cycle in decoder.cycles(target.chat_ids(prompt), max_new_tokens, temperature, seed):
         if cycle is None:
-            yield LiveCycle(-1, [], text([first])[0], False, [], 1, None, None)
+            yield LiveCycle(-1, [], text([first])[0], False, [], 1, None, None, first in target.stop_ids)
             continue
         probe_estimate = None if probe is None else float(probe.predict(cycle.watched.unsqueeze(0))[0])
         kept = cycle.tokens[:cycle.accepted]
         last = cycle.tokens[cycle.accepted:]
         yield LiveCycle(cycle.step, text(kept), text(last)[0] if last else "", cycle.corrected and bool(last),
-                        text(cycle.drafts), len(cycle.tokens), cycle.length, probe_estimate)
+                        text(cycle.drafts), len(cycle.tokens), cycle.length, probe_estimate,
+                        bool(cycle.tokens) and cycle.tokens[-1] in target.stop_ids)
 
 
 def remaining_curve(cycles: list[LiveCycle]) -> pd.DataFrame:
-    """The remaining-length curve of a finished live generation: per cycle ``step``, ``true`` (tokens generated
-    from that step on), ``drafter`` and ``probe`` estimates."""
+    """The remaining-length curve of a completed live generation: per cycle ``step``, ``true`` (tokens generated
+    from that step on: a lower bound on the true remaining length unless the answer ended, see
+    :func:`answer_ended`), ``drafter`` and ``probe`` estimates."""
     total = sum(c.new_tokens for c in cycles)
     rows = [{"step": c.step, "true": total - c.step, "drafter": c.length, "probe": c.probe}
             for c in cycles if c.step >= 0]
     return pd.DataFrame(rows, columns=["step", "true", "drafter", "probe"])
 
+
+def answer_ended(cycles: list[LiveCycle]) -> bool:
+    """Whether a live generation ended with its stop token (else it hit the token cap and is censored)."""
+    return any(c.ends for c in cycles)

@@ -318,7 +318,8 @@ def test_speculative_cli_on_tiny_store(store, target, monkeypatch, capsys):
     monkeypatch.setattr("lenscope.jobs.speculative.plain_decode", lambda *a: pytest.fail("not memoised"))
     assert speculative_job(store, target, "tiny", 2, 6, 3) == payload
 
-    from lenscope.jobs.speculative import live_generation, remaining_curve
+    from lenscope.figures.outlets import remaining_curves_figure
+    from lenscope.jobs.speculative import answer_ended, live_generation, remaining_curve
 
     pid = int(store.predictors_frame().set_index("name").loc["drafter:tiny:outlets", "predictor_id"])
     cycles = list(live_generation(store, target, pid, "Say hi.", max_new_tokens=6, k=3))
@@ -327,3 +328,7 @@ def test_speculative_cli_on_tiny_store(store, target, monkeypatch, capsys):
     assert total <= 6 and all(c.new_tokens <= len(c.accepted) + 1 for c in cycles[1:])
     curve = remaining_curve(cycles)
     assert curve["true"].tolist() == [total - s for s in curve["step"]] and len(curve) == len(cycles) - 1
+    ends = [c.ends for c in cycles]                                   # a stop token ends the answer, once, last
+    assert not any(ends[:-1]) and (ends[-1] or total == 6) and answer_ended(cycles) == ends[-1]
+    truth = remaining_curves_figure(curve, censored=not ends[-1]).data[0].name
+    assert ("censored" in truth) != ends[-1]
