@@ -33,7 +33,8 @@ class Cycle:
     as in training); ``drafts`` the proposed chain, of which ``accepted`` were accepted; ``tokens`` the tokens it
     committed (the accepted drafts, then the target's correction or bonus token; cut at a stop token or the
     budget); ``length`` the drafter's remaining-length estimate (its length head on its representation at
-    ``n-1``), and ``watched`` the target's state of the watched layer at ``n-1`` (for a probe), if asked for."""
+    ``n-1``), ``watched`` the target's state of the watched layer at ``n-1`` (for a probe), if asked for, and
+    ``ends`` whether its last token is the answer's stop token."""
 
     step: int
     drafts: list[int]
@@ -41,6 +42,7 @@ class Cycle:
     tokens: list[int]
     length: float
     watched: torch.Tensor | None = None
+    ends: bool = False
 
     @property
     def corrected(self) -> bool:
@@ -225,7 +227,7 @@ class SpeculativeDecoder:
             committed = budget.add([*drafts[:accepted], token])
             hidden = {layer: h[:accepted + 1] for layer, h in verified.items()}
             block_start, block_ids = n, [*drafts[:accepted], token]
-            yield None, Cycle(step, drafts, accepted, committed, length, watched)
+            yield None, Cycle(step, drafts, accepted, committed, length, watched, budget.finished)
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int, temperature: float = 0.0,
                  seed: int = 0) -> Decoded:

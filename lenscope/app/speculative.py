@@ -105,13 +105,14 @@ def live_section(store: Store, target: TargetModel | None, dataset: str, probes:
             st.markdown(live_tokens_html(cycles), unsafe_allow_html=True)
         drafted = [c for c in cycles if c.step >= 0]
         accepted = sum(len(c.accepted) for c in drafted)
-        st.caption(f"{sum(c.new_tokens for c in cycles)} tokens in {len(drafted)} verify passes: {accepted} "
+        tokens = sum(c.new_tokens for c in cycles)
+        st.caption(f"{tokens} tokens in {len(drafted)} verify passes: {accepted} "
                    "drafted tokens accepted; the output is the target's own (lossless).")
         curve = remaining_curve(cycles).dropna(axis=1, how="all")
         censored = not answer_ended(cycles)
         show_figure(remaining_curves_figure(curve, "Remaining length during this generation (estimated at every "
                                                    "verify pass)", censored), "live-remaining")
         if censored:
-            st.caption(f"The answer hit the {sum(c.new_tokens for c in cycles)}-token cap before its end-of-turn "
+            st.caption(f"The answer hit the {tokens}-token cap before its end-of-turn "
                        "token: its true length is unknown, so the dashed line (tokens left to the cap) is only a "
                        "lower bound on the true remaining length. Raise Max new tokens to see the real end.")

@@ -214,8 +214,7 @@ def live_generation(store: Store, target: TargetModel, drafter_id: int, prompt: 
         kept = cycle.tokens[:cycle.accepted]
         last = cycle.tokens[cycle.accepted:]
         yield LiveCycle(cycle.step, text(kept), text(last)[0] if last else "", cycle.corrected and bool(last),
-                        text(cycle.drafts), len(cycle.tokens), cycle.length, probe_estimate,
-                        bool(cycle.tokens) and cycle.tokens[-1] in target.stop_ids)
+                        text(cycle.drafts), len(cycle.tokens), cycle.length, probe_estimate, cycle.ends)
 
 
 def remaining_curve(cycles: list[LiveCycle]) -> pd.DataFrame:
