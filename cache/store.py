@@ -175,6 +175,14 @@ class Store:
                                 hidden_size=target.hidden_size,
                                 info={"gguf_file": target.source.gguf_file, "dtype": target.dtype}))
 
+    def model_source(self, model_id: int) -> str:
+        """The spec a stored model was loaded from (e.g. ``embedded:smollm2-135m-instruct``)."""
+        with self.session() as s:
+            source = s.scalar(select(ModelRecord.source).where(ModelRecord.id == model_id))
+        if source is None:
+            raise KeyError(f"no model {model_id} in the store")
+        return source
+
     def ensure_prompt(self, text: str, source: str = "user", source_ref: str = "") -> int:
         """Id of the prompt row for ``text`` (created on first use)."""
         digest = text_hash(text)

@@ -118,6 +118,19 @@ def admission_order(lengths: Sequence[int], window: int) -> list[int]:
             for i in sorted(range(start, min(start + window, len(lengths))), key=lambda j: lengths[j])]
 
 
+def available_memory() -> int:
+    """Bytes of host memory a new allocation can get: Linux's ``MemAvailable`` (free pages plus the page cache
+    it can reclaim), else the free pages alone."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
 def auto_batch_size(target: TargetModel, max_len: int, n_layers: int, fraction: float = 0.25) -> int:
     """Rows that fit ``fraction`` of free memory: KV cache plus recorded features per row at ``max_len``
     tokens, capped at :data:`MAX_AUTO_BATCH` for the device type."""
@@ -129,7 +142,7 @@ def auto_batch_size(target: TargetModel, max_len: int, n_layers: int, fraction: 
     if target.device.type == "cuda":
         free = torch.cuda.mem_get_info(target.device)[0]
     else:
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        free = available_memory()
     rows = int(free * fraction // (per_token * max_len))
     return max(1, min(rows, MAX_AUTO_BATCH.get(target.device.type, 64)))
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from analysis.core.progress import Progress
+from analysis.core.progress import Progress, label_phase
 from lenscope.app.runner import failure_text
 
 
@@ -34,7 +34,7 @@ class BackgroundJob:
         return self.ended is None
 
     def on_progress(self, done: int, total: int, label: str = "") -> None:
-        phase = label.split(" · ")[0]
+        phase = label_phase(label)
         if phase != self.phase:  # a new step: its ETA is measured from here
             self.phase, self.phase_started = phase, time.time()
         self.done, self.total, self.label = done, total, label

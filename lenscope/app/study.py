@@ -12,6 +12,7 @@ from lenscope.app.widgets import MODEL_KEY, get_target
 from lenscope.jobs.datasets import dataset_counts
 from lenscope.jobs.report import study_report
 from lenscope.jobs.study import (
+    SHIPPED_SAMPLES,
     SIZES,
     collection_text,
     preferred_dataset,
@@ -26,7 +27,9 @@ from models.target import TargetModel
 
 STARTER_JOB = "starter-study"
 SIZE_TEXT = {"tiny": f"a test-sized study ({collection_text(SIZES['tiny'])})",
-             "starter": f"{collection_text(SIZES['starter'])}, then every predictor, attribution, the scheduler "
+             "starter": f"{SHIPPED_SAMPLES['starter'].text()}, their features recomputed on the embedded model "
+                        "(another model samples its own answers instead: "
+                        f"{collection_text(SIZES['starter'])}); then every predictor, attribution, the scheduler "
                         "preset and the claims",
              "full": "the >= 2,000-run study (hours on 2 CPU cores; its generations ship with the app)"}
 
@@ -66,7 +69,7 @@ def starter_button(store: Store, target: TargetModel | None = None, key: str = "
 
 def empty_state(store: Store, what: str = "No dataset in the store yet.") -> None:
     """What every page shows before there is data: the starter button, with what it runs."""
-    st.info(f"{what} Run the starter study ({SIZE_TEXT.get(starter_size(), starter_size())}); it keeps running "
+    st.info(f"{what} Run the starter study: {SIZE_TEXT.get(starter_size(), starter_size())}. It keeps running "
             f"if you reload or leave the page, and fills dataset {starter_dataset()!r}.")
     starter_button(store, key=f"starter_{what}")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from analysis.core.metrics import ci_text
+from analysis.core.progress import label_phase
 
 
 def metrics_line(m: dict) -> str:
@@ -104,21 +105,24 @@ def load_target(args: argparse.Namespace):
     return TargetModel.load(args.model, device=args.device, dtype=args.dtype)
 
 
-def progress_bar(total: int, desc: str) -> tqdm:
-    """A tqdm bar with lenscope's look."""
-    return tqdm(total=total, desc=desc, unit="it", dynamic_ncols=True)
+def progress_bar(total: int, desc: str, initial: int = 0) -> tqdm:
+    """A tqdm bar with lenscope's look; ``initial`` items done before it started do not count in its rate."""
+    return tqdm(total=total, desc=desc, initial=initial, unit="it", dynamic_ncols=True)
 
 
 class PhaseBars:
-    """``on_progress(done, total, label)`` for lenscope jobs: one tqdm bar per phase (label)."""
+    """``on_progress(done, total, label)`` for lenscope jobs: one tqdm bar per phase, its description the
+    latest label (live details such as tokens/s change it without restarting the bar's rate and ETA)."""
 
     def __init__(self) -> None:
-        self.label, self.bar = None, None
+        self.phase, self.bar = None, None
 
     def __call__(self, done: int, total: int, label: str) -> None:
-        if label != self.label:
+        phase = label_phase(label)
+        if phase != self.phase:
             self.close()
-            self.label, self.bar = label, progress_bar(total, label)
+            self.phase, self.bar = phase, progress_bar(total, label, initial=done)
+        self.bar.set_description(label, refresh=False)
         self.bar.total = total
         self.bar.n = done
         self.bar.refresh()
@@ -126,4 +130,4 @@ class PhaseBars:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-            self.label, self.bar = None, None
+            self.phase, self.bar = None, None

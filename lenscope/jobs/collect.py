@@ -55,7 +55,11 @@ def request_keys(store: Store, target: TargetModel, requests: Sequence[Request],
 
 def missing_runs(store: Store, target: TargetModel, name: str, requests: Sequence[Request]) -> int:
     """How many runs a collection of these requests into dataset ``name`` would still generate or add."""
-    keys = request_keys(store, target, requests)
+    return missing_from_dataset(store, name, request_keys(store, target, requests))
+
+
+def missing_from_dataset(store: Store, name: str, keys: Sequence[str]) -> int:
+    """How many of the runs with these cache keys dataset ``name`` lacks (stored elsewhere or not at all)."""
     if store.dataset_id(name) is None:
         return len(keys)
     found = store.find_runs(keys)

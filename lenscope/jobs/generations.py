@@ -1,16 +1,18 @@
 """Generations as a portable file: the tokens of a dataset's runs, without features, to ship or resume from.
 
-A file (JSON lines, gzip) holds one header and one record per run: prompt text and source, sampling
-settings (with the sampler version), prompt and answer token ids, and whether the answer ended with the
-end-of-turn token. Importing recomputes every feature with one teacher-forced batched pass
-(:meth:`TargetModel.features`) and stores the runs under their usual cache keys, so a collection continued
-afterwards skips them: a long collection survives the machine it started on, a few MB at a time.
+A file (JSON lines, gzip) holds one header (the dataset, its recorded layers and the model that generated the
+answers) and one record per run: prompt text and source, sampling settings (with the sampler version), prompt
+and answer token ids, and whether the answer ended with the end-of-turn token. Importing (on the model that
+generated them only) recomputes every feature with one teacher-forced batched pass (:meth:`TargetModel.features`)
+and stores the runs under their usual cache keys, so a collection continued afterwards skips them: a long
+collection survives the machine it started on, a few MB at a time.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import random
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,19 +35,36 @@ def export_generations(store: Store, dataset: str, path: Path, on_progress: Prog
         raise ValueError(f"dataset {dataset!r} mixes runs of {len(models)} models; export one model at a time")
     datasets = store.datasets_frame().set_index("name")
     layers = (datasets.loc[dataset, "config"] or {}).get("layers")
+    model = store.model_source(int(runs["model_id"].iloc[0]))
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as fh:
         for i, row in enumerate(runs.itertuples()):
             run = store.load_run(int(row.run_id), layers=[])
             ids = run.features.input_ids.tolist()
             if i == 0:
-                fh.write(json.dumps({"format": FORMAT, "dataset": dataset, "layers": layers}) + "\n")
+                fh.write(json.dumps({"format": FORMAT, "dataset": dataset, "layers": layers, "model": model}) + "\n")
             fh.write(json.dumps({"prompt": run.prompt, "source": row.source, "ref": row.source_ref,
                                  "scenario": row.scenario, "settings": run.settings,
                                  "prompt_ids": ids[:run.prompt_len], "output_ids": ids[run.prompt_len:],
                                  "finished": run.finished}) + "\n")
             on_progress(i + 1, len(runs), "export")
     return len(runs)
+
+
+def _checked_header(path: Path, header: dict) -> dict:
+    if header.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a lenscope generations file (expected format {FORMAT})")
+    return header
+
+
+def read_header(path: Path) -> dict:
+    """The header of a generations file alone (clear errors for anything else)."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            header = json.loads(fh.readline() or "{}")
+    except (OSError, EOFError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a lenscope generations file: {exc}") from exc
+    return _checked_header(path, header)
 
 
 def read_generations(path: Path) -> tuple[dict, list[dict]]:
@@ -55,9 +74,29 @@ def read_generations(path: Path) -> tuple[dict, list[dict]]:
             lines = [json.loads(line) for line in fh if line.strip()]
     except (OSError, EOFError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path} is not a lenscope generations file: {exc}") from exc
-    if not lines or lines[0].get("format") != FORMAT:
-        raise ValueError(f"{path} is not a lenscope generations file (expected format {FORMAT})")
-    return lines[0], lines[1:]
+    return _checked_header(path, lines[0] if lines else {}), lines[1:]
+
+
+def generated_by(header: dict, target: TargetModel) -> bool:
+    """Whether a generations file's answers are ``target``'s own: its header names the model that sampled them
+    (files written before that was recorded are taken on trust; their prompt tokens are still checked)."""
+    return header.get("model", target.source.spec) == target.source.spec
+
+
+def sample_prompts_of(records: Sequence[dict], prompts: dict[str, int], seed: int = 0) -> list[dict]:
+    """The records of ``prompts[scenario]`` prompts per scenario drawn at random with ``seed`` (every sample of a
+    drawn prompt, e.g. the K answers of an rl prompt), in file order."""
+    rng = random.Random(seed)
+    drawn = set()
+    for scenario, n in prompts.items():
+        texts = list(dict.fromkeys(r["prompt"] for r in records if r["scenario"] == scenario))
+        drawn |= {(scenario, text) for text in rng.sample(texts, min(n, len(texts)))}
+    return [r for r in records if (r["scenario"], r["prompt"]) in drawn]
+
+
+def record_keys(store: Store, target: TargetModel, records: Sequence[dict], layers: Sequence[int]) -> list[str]:
+    """The run cache key each record is stored under on ``target`` with features of ``layers``."""
+    return [store.run_key(target.key, r["prompt"], r["settings"], layers) for r in records]
 
 
 def import_generations(store: Store, target: TargetModel, path: Path, dataset: str,
@@ -71,20 +110,31 @@ def import_generations(store: Store, target: TargetModel, path: Path, dataset: s
     header, records = read_generations(path)
     if finished_only:
         records = [r for r in records if r["finished"]]
+    return import_records(store, target, path.name, header, records, dataset, layers, on_progress)
+
+
+def import_records(store: Store, target: TargetModel, source: str, header: dict, records: Sequence[dict],
+                   dataset: str, layers: Sequence[int] | None = None,
+                   on_progress: Progress = no_progress) -> tuple[int, int]:
+    """:func:`import_generations` of some of the records of file ``source`` (with its ``header``)."""
+    if not generated_by(header, target):
+        raise ValueError(f"{source} holds answers of {header['model']}, not of {target.source.spec}; import it "
+                         "with the model that generated it")
     layers = target.check_layers(layers if layers is not None else header.get("layers"))
     for record in records:
         system_prompt = record["settings"].get("system_prompt", "default")
         if target.chat_ids(record["prompt"], system_prompt) != record["prompt_ids"]:
-            raise ValueError(f"{path}: the prompt tokens differ from {target.source.spec}'s; import it with the "
+            raise ValueError(f"{source}: the prompt tokens differ from {target.source.spec}'s; import it with the "
                              "model that generated it")
-    keys = [store.run_key(target.key, r["prompt"], r["settings"], layers) for r in records]
+    keys = record_keys(store, target, records, layers)
     found = store.find_runs(keys)
     todo = [r for r, key in zip(records, keys) if key not in found]
-    config = {"imported_from": path.name, "layers": layers}
+    config = {"imported_from": source, "layers": layers}
     dataset_id = store.ensure_dataset(dataset, store.ensure_model(target), config)
     for run_id, record in zip((found.get(k) for k in keys), records):
         if run_id is not None:
             store.add_to_dataset(dataset_id, run_id, record["scenario"])
+    on_progress(0, len(todo), "import")
     for start in range(0, len(todo), IMPORT_BATCH):
         batch = todo[start:start + IMPORT_BATCH]
         features = target.features([r["prompt_ids"] + r["output_ids"] for r in batch], layers)

@@ -3,7 +3,10 @@ predictor, attribute, and judge the claims; each step is skipped when its result
 
 Sizes: ``tiny`` (tests: a handful of prompts, a few tokens), ``starter`` (a first look on two CPU cores) and
 ``full`` (the >= 2,000-run study of the evaluation issue, whose generations ship in ``data/generations/``).
-The collection step samples every chunk's requests together and is done when all of them are stored.
+The collection step samples every chunk's requests together and is done when all of them are stored. On the
+model that generated the shipped study, the starter takes a random sample of its prompts instead and imports
+their finished answers: one teacher-forced pass costs a third of sampling per token, and answers up to the full
+study's cap beat answers cut at a starter's small cap (most of which would be censored).
 """
 
 from __future__ import annotations
@@ -17,9 +20,16 @@ from analysis.core.progress import Progress, no_progress
 from analysis.data.scenarios import SCENARIO_SAMPLING, build_scenario, long_token_budget
 from cache.settings import REPO_ROOT
 from cache.store import Store
+from lenscope.jobs.attribution_evidence import attribution_evidence, stored_evidence
 from lenscope.jobs.baselines import BASELINES, baseline_name, train_baselines
 from lenscope.jobs.claims import claims_table, dataset_predictors
-from lenscope.jobs.collect import Request, collect_requests, collection_requests, missing_runs
+from lenscope.jobs.collect import (
+    Request,
+    collect_requests,
+    collection_requests,
+    missing_from_dataset,
+    missing_runs,
+)
 from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import (
     ABLATION_KIND,
@@ -33,7 +43,15 @@ from lenscope.jobs.egtp import (
     train_plp,
     train_static,
 )
-from lenscope.jobs.generations import import_generations
+from lenscope.jobs.generations import (
+    generated_by,
+    import_generations,
+    import_records,
+    read_generations,
+    read_header,
+    record_keys,
+    sample_prompts_of,
+)
 from lenscope.jobs.outlets import (
     drafter_name,
     drafter_settings,
@@ -74,6 +92,29 @@ SIZES = {
     "full": (Chunk("chat", 1400, 1024), Chunk("reasoning", 104, 1024), Chunk("rl", 105, 1024),
              Chunk("chat", 1200, 1024, seed=1), Chunk("long", 150, 1024)),
 }
+
+
+@dataclass(frozen=True)
+class ShippedSample:
+    """A sample of a shipped study: ``prompts[scenario]`` prompts per scenario drawn at random (``seed``) from
+    ``file`` in ``data/generations/``, every finished answer of theirs imported with features recomputed."""
+
+    file: str
+    prompts: dict
+    seed: int = 0
+
+    def text(self) -> str:
+        """E.g. ``the finished answers of 124 prompts drawn from the shipped study: chat 110, rl 3 x 4, ...``."""
+        parts = ", ".join(f"{scenario} {n}" + (f" x {SCENARIO_SAMPLING[scenario][0]}"
+                                               if SCENARIO_SAMPLING[scenario][0] > 1 else "")
+                          for scenario, n in self.prompts.items())
+        return f"the finished answers of {sum(self.prompts.values())} prompts drawn from the shipped study: {parts}"
+
+
+# Sizes that import a sample of a shipped study when the loaded model generated it (else they collect their
+# chunks). The starter's sample: about 95 finished answers, 40k prompt and answer tokens.
+SHIPPED_SAMPLES = {"starter": ShippedSample("study-generations.jsonl.gz",
+                                            {"chat": 110, "reasoning": 8, "rl": 3, "long": 3})}
 # The datasets pages open first: the full study, then the starter study.
 PREFERRED_DATASETS = ("study", "starter")
 
@@ -154,6 +195,33 @@ def _collect_step(store: Store, target: TargetModel, dataset: str, chunks: Seque
                 run)
 
 
+def shipped_sample(target: TargetModel, size: str) -> ShippedSample | None:
+    """The shipped sample a study of ``size`` imports on ``target``, or None (it collects its chunks)."""
+    sample = SHIPPED_SAMPLES.get(size)
+    if sample is None or not (SHIPPED / sample.file).exists():
+        return None
+    return sample if generated_by(read_header(SHIPPED / sample.file), target) else None
+
+
+def _sample_step(store: Store, target: TargetModel, dataset: str, sample: ShippedSample) -> Step:
+    """Import the finished answers of the sample's prompts into ``dataset`` (done when all are in it)."""
+
+    @cache
+    def records() -> tuple[dict, list[dict]]:
+        header, records = read_generations(SHIPPED / sample.file)
+        return header, [r for r in sample_prompts_of(records, sample.prompts, sample.seed) if r["finished"]]
+
+    def done() -> bool:
+        header, chosen = records()
+        keys = record_keys(store, target, chosen, target.check_layers(header.get("layers")))
+        return missing_from_dataset(store, dataset, keys) == 0
+
+    def run(on_progress: Progress):
+        return import_records(store, target, sample.file, *records(), dataset, on_progress=on_progress)
+
+    return Step(f"import {sample.text()}", done, run)
+
+
 def collection_text(chunks: Sequence[Chunk]) -> str:
     """What a size collects, e.g. ``chat 120, rl 2 x 4 (cap 256)``: prompts per scenario, samples when more
     than one, and the token cap(s)."""
@@ -187,7 +255,9 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     if shipped and collect:
         steps.append(_import_step(store, target, dataset, shipped))
     if collect:
-        steps.append(_collect_step(store, target, dataset, SIZES[size], ray))
+        sample = shipped_sample(target, size)
+        steps.append(_sample_step(store, target, dataset, sample) if sample
+                     else _collect_step(store, target, dataset, SIZES[size], ray))
     from analysis.egtp.training import HeadConfig
 
     head = HeadConfig(epochs=epochs["head"])
@@ -210,6 +280,10 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
              lambda: store.get_result(ATTRIBUTION_KIND, attribution_config(dataset, layer, layer, 1.0)) is not None
              and fresh(predictor_name(STATIC_KIND, dataset, layer)),
              lambda cb: run_attribution(store, dataset, layer, include_censored=censored, on_progress=cb)),
+        Step(f"attribution evidence (layer {layer}, learned attention head: measures x controls)",
+             lambda: stored_evidence(store, dataset, layer) is not None,
+             lambda cb: attribution_evidence(store, dataset, layer, epochs=epochs["head"], include_censored=censored,
+                                             on_progress=cb)),
         Step(f"target probe (layer {probe_layer})", lambda: fresh(probe_name(dataset, probe_layer, "regression")),
              lambda cb: train_probe_job(store, dataset, probe_layer, epochs=epochs["probe"],
                                         include_censored=censored, on_progress=cb)),

@@ -9,7 +9,13 @@ import torch
 from analysis.data.prompts import PromptItem
 from lenscope.cli import main
 from lenscope.jobs.collect import collect_dataset
-from lenscope.jobs.generations import export_generations, import_generations, read_generations
+from lenscope.jobs.generations import (
+    export_generations,
+    import_generations,
+    read_generations,
+    read_header,
+    sample_prompts_of,
+)
 from models.engine import GenerationSettings
 
 PROMPTS = [PromptItem("Name a fruit.", "user", "a"), PromptItem("Name a planet.", "user", "b"),
@@ -107,6 +113,24 @@ def test_generations_round_trip_through_a_file_with_recomputed_features(store, t
     (tmp_path / "bad.jsonl.gz").write_bytes(b"not gzip")
     with pytest.raises(ValueError, match="not a lenscope generations file"):
         import_generations(other, target, tmp_path / "bad.jsonl.gz", "bad")
+    assert read_header(path)["model"] == target.source.spec == header["model"]
+    foreign = tmp_path / "foreign.jsonl.gz"  # same prompt tokens, but another model's answers
+    with gzip.open(foreign, "wt") as fh:
+        fh.writelines(json.dumps(line) + "\n" for line in [{**header, "model": "embedded:gemma3-270m"}, *records])
+    with pytest.raises(ValueError, match="holds answers of embedded:gemma3-270m"):
+        import_generations(other, target, foreign, "foreign")
+
+
+def test_a_sample_of_prompts_keeps_every_answer_of_a_drawn_prompt():
+    records = ([{"scenario": "chat", "prompt": f"c{i}"} for i in range(10)]
+               + [{"scenario": "rl", "prompt": f"r{i}", "seed": k} for i in range(5) for k in range(4)])
+    chosen = sample_prompts_of(records, {"chat": 3, "rl": 2, "long": 4}, seed=1)
+    assert chosen == sample_prompts_of(records, {"chat": 3, "rl": 2, "long": 4}, seed=1)  # reproducible
+    assert chosen == [r for r in records if r in chosen]  # in file order
+    assert len({r["prompt"] for r in chosen if r["scenario"] == "chat"}) == 3
+    assert sorted(r["seed"] for r in chosen if r["scenario"] == "rl") == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert chosen != sample_prompts_of(records, {"chat": 3, "rl": 2}, seed=2)
+    assert len(sample_prompts_of(records, {"chat": 50}, seed=0)) == 10  # at most what the file has
 
 
 def test_runs_record_where_the_users_content_starts(store, target):

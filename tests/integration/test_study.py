@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import lenscope.jobs.study as study_jobs
+from analysis.core.progress import no_progress
+from analysis.data.prompts import PromptItem
+from cache.store import Store
 from lenscope.cli import main
-from lenscope.jobs.collect import CollectReport
+from lenscope.jobs.collect import CollectReport, collect_dataset
+from lenscope.jobs.generations import export_generations, read_generations, sample_prompts_of
 from lenscope.jobs.report import study_report
 from lenscope.jobs.study import (
     CLAIMS_KIND,
     SIZES,
+    ShippedSample,
     collection_text,
     run_study,
     study_checklist,
@@ -16,6 +24,7 @@ from lenscope.jobs.study import (
     study_steps,
 )
 from lenscope.jobs.tour import tour
+from models.engine import GenerationSettings
 
 
 def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, monkeypatch, capsys, tmp_path):
@@ -24,9 +33,10 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     names = [name for name, _ in report]
     assert names == [s.name for s in study_steps(store, target, "tiny", "tiny")]
     assert [done for _, done in study_checklist(store, target, "other", "tiny")] == [False] * len(names)
-    # one collection of every chunk, then EGTP, PLP, attribution, probe, the OUTLETS drafter, baselines, preset,
-    # claims, and the drafter ablations (which the claims do not read: training them leaves the claims fresh)
-    assert len(names) == 1 + 10 and names[0] == f"collect {collection_text(SIZES['tiny'])}"
+    # one collection of every chunk, then EGTP, PLP, attribution, its evidence test, probe, the OUTLETS drafter,
+    # baselines, preset, claims, and the drafter ablations (which the claims do not read: training them leaves the
+    # claims fresh)
+    assert len(names) == 1 + 11 and names[0] == f"collect {collection_text(SIZES['tiny'])}"
     assert names[-3:] == ["claims", "drafter lp-only", "drafter sd-only"]
     statuses = dict(report)
     assert statuses[names[0]] == "done"
@@ -71,3 +81,35 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     assert report_file.read_text().startswith("<!DOCTYPE html>") and "wrote" in capsys.readouterr().out
     assert main(["report", "--dataset", "nothing"]) == 2
     assert "no dataset 'nothing'" in capsys.readouterr().err
+
+
+def test_on_the_model_of_a_shipped_study_a_size_imports_a_sample_of_its_finished_answers(store, target,
+                                                                                         monkeypatch, tmp_path):
+    prompts = [PromptItem(f"Name a {thing}.", "user", thing) for thing in ("fruit", "planet", "colour", "tree")]
+    source = Store(url=f"sqlite:///{tmp_path}/source.db", tensor_dir=tmp_path / "source-tensors")
+    collect_dataset(source, target, "source", prompts, GenerationSettings(max_new_tokens=6, seed=0), batch_size=4)
+    shipped = tmp_path / "shipped"
+    export_generations(source, "source", shipped / "raw.jsonl.gz")
+    header, records = read_generations(shipped / "raw.jsonl.gz")
+    records = [{**r, "finished": i % 2 == 0} for i, r in enumerate(records)]  # two answers ended, two hit the cap
+
+    def ship(name: str, model: str) -> None:
+        with gzip.open(shipped / name, "wt") as fh:
+            fh.writelines(json.dumps(line) + "\n" for line in [{**header, "model": model}, *records])
+
+    ship("own.jsonl.gz", target.source.spec)
+    monkeypatch.setattr(study_jobs, "SHIPPED", shipped)
+    monkeypatch.setitem(study_jobs.SHIPPED_SAMPLES, "tiny", ShippedSample("own.jsonl.gz", {"chat": 3}, seed=5))
+    step = study_steps(store, target, "sampled", "tiny")[0]
+    assert step.name.startswith("import the finished answers of 3 prompts drawn from the shipped study: chat 3")
+    assert not step.done()
+    step.run(no_progress)
+    assert step.done()
+    imported = store.runs_frame("sampled")
+    expected = [r["prompt"] for r in sample_prompts_of(records, {"chat": 3}, seed=5) if r["finished"]]
+    assert 1 <= len(expected) <= 2 and sorted(imported["prompt"]) == sorted(expected)  # finished answers only
+    assert imported["finished"].all()
+    assert not study_steps(store, target, "again", "tiny")[0].done()  # another dataset still lacks them
+
+    ship("own.jsonl.gz", "embedded:gemma3-270m")  # another model's answers: the size collects its chunks
+    assert study_steps(store, target, "sampled", "tiny")[0].name == f"collect {collection_text(SIZES['tiny'])}"

@@ -28,7 +28,8 @@ def test_home_page_shows_model_and_store(data_dir):
     assert [m.value for m in at.metric] == ["0", "0", "0"]
     assert at.button(key="starter").label == "Run the starter study"
     steps = " ".join(m.value for m in at.markdown)
-    assert "collect chat" in steps and "claims" in steps and "to do" in steps and "done" not in steps
+    assert "import the finished answers of 124 prompts drawn from the shipped study" in steps  # the embedded model
+    assert "claims" in steps and "to do" in steps and "done" not in steps
 
 
 @pytest.mark.model  # the app loads the embedded model itself
