@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from analysis.core.progress import Progress, label_phase
+from analysis.core.progress import PhaseClock, Progress
 from lenscope.app.runner import failure_text
 
 
@@ -23,8 +23,7 @@ class BackgroundJob:
     total: int = 0
     label: str = "starting"
     started: float = field(default_factory=time.time)
-    phase: str = ""
-    phase_started: float = field(default_factory=time.time)
+    clock: PhaseClock = field(default_factory=PhaseClock)
     ended: float | None = None
     error: str | None = None
     result: object = None
@@ -34,23 +33,19 @@ class BackgroundJob:
         return self.ended is None
 
     def on_progress(self, done: int, total: int, label: str = "") -> None:
-        phase = label_phase(label)
-        if phase != self.phase:  # a new step: its ETA is measured from here
-            self.phase, self.phase_started = phase, time.time()
+        self.clock.update(done, label)
         self.done, self.total, self.label = done, total, label
 
     def status_text(self) -> str:
-        """``label: done/total · ETA of this step · elapsed``, or how it ended."""
-        now = self.ended or time.time()
-        elapsed = now - self.started
+        """``label: done/total · ETA of this phase · elapsed``, or how it ended."""
+        elapsed = (self.ended or time.time()) - self.started
         if self.error:
             return f"failed after {elapsed:.0f} s: {self.error}"
         if not self.running:
             return f"finished in {elapsed:.0f} s"
-        in_phase = now - self.phase_started
-        eta = (f" · step ETA {in_phase / self.done * (self.total - self.done):.0f} s"
-               if self.done and in_phase > 1 and self.done < self.total else "")
-        return f"{self.label}: {self.done}/{self.total}{eta} · {elapsed:.0f} s so far"
+        eta = self.clock.eta(self.done, self.total)
+        eta_text = f" · ETA {eta:.0f} s" if eta is not None else ""
+        return f"{self.label}: {self.done}/{self.total}{eta_text} · {elapsed:.0f} s so far"
 
 
 @st.cache_resource(show_spinner=False)

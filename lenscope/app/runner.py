@@ -4,13 +4,12 @@ the user can act on shows its message, any other a short notice, its traceback o
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import streamlit as st
 
-from analysis.core.progress import Progress
+from analysis.core.progress import PhaseClock, Progress
 from lenscope.errors import user_message
 
 log = logging.getLogger(__name__)
@@ -40,15 +39,16 @@ def error_boundary(where=st) -> Iterator[None]:
 
 def progress_callback(bar, label: str = "") -> Progress:
     """``on_progress(done, total[, label])`` for lenscope jobs, drawing into an ``st.progress`` bar with the
-    rate (per second) and an ETA measured since the first call."""
-    started = time.perf_counter()
+    rate (per second) and an ETA of the current phase."""
+    clock = PhaseClock()
 
     def update(done: int, total: int, phase: str = "") -> None:
+        clock.update(done, phase)
         text = " · ".join(part for part in (label, phase) if part)
-        elapsed = time.perf_counter() - started
-        rate = f" · {done / elapsed:.1f}/s" if done and elapsed > 0.5 else ""
-        eta = f" · ETA {elapsed / done * (total - done):.0f} s" if rate and done < total else ""
-        bar.progress(min(done / max(total, 1), 1.0), text=f"{text}: {done}/{total}{rate}{eta}")
+        rate, eta = clock.rate(done), clock.eta(done, total)
+        rate_text = f" · {rate:.1f}/s" if rate else ""
+        eta_text = f" · ETA {eta:.0f} s" if eta is not None else ""
+        bar.progress(min(done / max(total, 1), 1.0), text=f"{text}: {done}/{total}{rate_text}{eta_text}")
 
     return update
 

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from analysis.core.progress import Progress, no_progress
+from analysis.core.progress import Progress, no_progress, with_details
 from analysis.data.prompts import PromptItem, sample_prompts
 from cache.store import NewRun, Store
 from lenscope.jobs.ray_cluster import RayOptions, ray_generate
@@ -158,7 +158,8 @@ def _collect(store: Store, target: TargetModel, dataset_id: int, requests: list[
             if len(pending) >= FLUSH_RUNS or time.perf_counter() - last_flush > FLUSH_SECONDS:
                 flush()
             done = report.cached + report.generated
-            on_progress(done, total, f"{report.tokens / (time.perf_counter() - start):,.0f} tok/s")
+            on_progress(done, total, with_details("sampling", f"{report.tokens / (time.perf_counter() - start):,.0f} "
+                                                              "tok/s"))
     finally:
         flush()  # an interruption keeps every run that finished
     report.seconds = time.perf_counter() - start

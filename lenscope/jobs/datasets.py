@@ -18,17 +18,20 @@ from cache.store import Store
 
 @dataclass(frozen=True)
 class DatasetCounts:
-    """How many runs a dataset has, how many are censored (hit the cap), and how many runs are used."""
+    """How many runs a dataset has, how many are censored (hit the cap), how many runs are used, and how many
+    censored answers of its prompts were never imported (a sample of a shipped study keeps finished ones only)."""
 
     runs: int
     censored: int
     used: int
     by_split: dict
+    not_imported: int = 0
 
     def caption(self) -> str:
         kept = "included" if self.used == self.runs else "left out"
         splits = ", ".join(f"{s} {n}" for s, n in self.by_split.items())
-        return (f"{self.runs} runs, {self.censored} censored at the token cap ({kept}); {self.used} used: "
+        missing = f", {self.not_imported} more that hit it not imported" if self.not_imported else ""
+        return (f"{self.runs} runs, {self.censored} censored at the token cap ({kept}){missing}; {self.used} used: "
                 f"{splits}")
 
 
@@ -55,7 +58,9 @@ def dataset_counts(store: Store, dataset: str, include_censored: bool = False) -
     runs = all_runs(store, dataset)
     used = runs if include_censored else runs[~runs["censored"]]
     by_split = {s: int((used["split"] == s).sum()) for s in ("train", "val", "test")}
-    return DatasetCounts(len(runs), int(runs["censored"].sum()), len(used), by_split)
+    config = store.datasets_frame().set_index("name").loc[dataset, "config"] or {}
+    return DatasetCounts(len(runs), int(runs["censored"].sum()), len(used), by_split,
+                         int(config.get("censored_not_imported", 0)))
 
 
 @dataclass

@@ -110,13 +110,14 @@ def import_generations(store: Store, target: TargetModel, path: Path, dataset: s
     header, records = read_generations(path)
     if finished_only:
         records = [r for r in records if r["finished"]]
-    return import_records(store, target, path.name, header, records, dataset, layers, on_progress)
+    return import_records(store, target, path.name, header, records, dataset, layers, on_progress=on_progress)
 
 
 def import_records(store: Store, target: TargetModel, source: str, header: dict, records: Sequence[dict],
-                   dataset: str, layers: Sequence[int] | None = None,
+                   dataset: str, layers: Sequence[int] | None = None, censored_left_out: int = 0,
                    on_progress: Progress = no_progress) -> tuple[int, int]:
-    """:func:`import_generations` of some of the records of file ``source`` (with its ``header``)."""
+    """:func:`import_generations` of some of the records of file ``source`` (with its ``header``). A dataset
+    created here notes ``censored_left_out``: answers of its prompts that hit the cap and were not imported."""
     if not generated_by(header, target):
         raise ValueError(f"{source} holds answers of {header['model']}, not of {target.source.spec}; import it "
                          "with the model that generated it")
@@ -129,7 +130,8 @@ def import_records(store: Store, target: TargetModel, source: str, header: dict,
     keys = record_keys(store, target, records, layers)
     found = store.find_runs(keys)
     todo = [r for r, key in zip(records, keys) if key not in found]
-    config = {"imported_from": source, "layers": layers}
+    config = {"imported_from": source, "layers": layers,
+              **({"censored_not_imported": censored_left_out} if censored_left_out else {})}
     dataset_id = store.ensure_dataset(dataset, store.ensure_model(target), config)
     for run_id, record in zip((found.get(k) for k in keys), records):
         if run_id is not None:

@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from analysis.core.metrics import prediction_metrics
-from analysis.core.progress import Progress, no_progress
+from analysis.core.progress import Progress, no_progress, with_details
 from analysis.core.splits import evaluation_split
 from analysis.outlets.probes import (
     ProbeConfig,
@@ -118,7 +118,8 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
         raise ValueError(f"dataset {dataset!r} has no training runs to fit a drafter on; collect more prompts")
     history = train_drafter(drafter, train, spec, epochs=epochs, lr=lr, seed=seed, ttt_steps=settings["ttt_steps"],
                             device=target.device,
-                            on_step=lambda s, n, parts: on_progress(s, n, f"training (loss {parts['loss']:.3f})"))
+                            on_step=lambda s, n, parts: on_progress(s, n, with_details("training",
+                                                                                          f"loss {parts['loss']:.3f}")))
     frames = []
     for i, ex in enumerate(examples):
         frames.append(predict_example(drafter, ex, max_step)[0])
@@ -170,7 +171,7 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: s
     remaining = torch.as_tensor(np.concatenate([r[4] for r in train_rows]))
     config = ProbeConfig(in_dim=x.shape[1], layer=layer, mode=mode)
     probe = train_probe(x, remaining, config, epochs=epochs, seed=seed,
-                        on_epoch=lambda e, loss: on_progress(e, epochs, f"training (loss {loss:.3f})"))
+                        on_epoch=lambda e, loss: on_progress(e, epochs, with_details("training", f"loss {loss:.3f}")))
     frames = []
     for run_id, split, feats, steps, rem in rows:
         keep = steps <= max_step

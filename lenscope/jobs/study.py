@@ -207,17 +207,22 @@ def _sample_step(store: Store, target: TargetModel, dataset: str, sample: Shippe
     """Import the finished answers of the sample's prompts into ``dataset`` (done when all are in it)."""
 
     @cache
-    def records() -> tuple[dict, list[dict]]:
+    def records() -> tuple[dict, list[dict], int]:
+        """The file's header, the drawn prompts' finished records, and how many of their answers hit the cap."""
         header, records = read_generations(SHIPPED / sample.file)
-        return header, [r for r in sample_prompts_of(records, sample.prompts, sample.seed) if r["finished"]]
+        drawn = sample_prompts_of(records, sample.prompts, sample.seed)
+        finished = [r for r in drawn if r["finished"]]
+        return header, finished, len(drawn) - len(finished)
 
     def done() -> bool:
-        header, chosen = records()
+        header, chosen, _ = records()
         keys = record_keys(store, target, chosen, target.check_layers(header.get("layers")))
         return missing_from_dataset(store, dataset, keys) == 0
 
     def run(on_progress: Progress):
-        return import_records(store, target, sample.file, *records(), dataset, on_progress=on_progress)
+        header, chosen, censored = records()
+        return import_records(store, target, sample.file, header, chosen, dataset, censored_left_out=censored,
+                              on_progress=on_progress)
 
     return Step(f"import {sample.text()}", done, run)
 

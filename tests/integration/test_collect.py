@@ -27,7 +27,8 @@ def test_collect_three_prompts_stores_true_lengths_and_resumes(store, target):
     seen = []
     report = collect_dataset(store, target, "tiny", PROMPTS, settings, batch_size=2,
                              on_progress=lambda done, total, label: seen.append((done, total, label)))
-    assert (report.generated, report.cached) == (3, 0) and seen[-1][:2] == (3, 3) and "tok/s" in seen[-1][2]
+    assert (report.generated, report.cached) == (3, 0) and seen[-1][:2] == (3, 3)
+    assert seen[-1][2].startswith("sampling | ") and seen[-1][2].endswith(" tok/s")
     assert report.tokens == sum(store.load_run(r).output_length for r in report.run_ids)
     frame = store.runs_frame(dataset="tiny")
     assert len(frame) == 3 and frame["scenario"].tolist() == ["chat", "chat", "reasoning"]

@@ -11,6 +11,7 @@ from analysis.data.prompts import PromptItem
 from cache.store import Store
 from lenscope.cli import main
 from lenscope.jobs.collect import CollectReport, collect_dataset
+from lenscope.jobs.datasets import dataset_counts
 from lenscope.jobs.generations import export_generations, read_generations, sample_prompts_of
 from lenscope.jobs.report import study_report
 from lenscope.jobs.study import (
@@ -109,6 +110,9 @@ def test_on_the_model_of_a_shipped_study_a_size_imports_a_sample_of_its_finished
     expected = [r["prompt"] for r in sample_prompts_of(records, {"chat": 3}, seed=5) if r["finished"]]
     assert 1 <= len(expected) <= 2 and sorted(imported["prompt"]) == sorted(expected)  # finished answers only
     assert imported["finished"].all()
+    censored = sum(not r["finished"] for r in sample_prompts_of(records, {"chat": 3}, seed=5))
+    assert f"censored at the token cap (included), {censored} more that hit it not imported;" in (
+        dataset_counts(store, "sampled").caption())
     assert not study_steps(store, target, "again", "tiny")[0].done()  # another dataset still lacks them
 
     ship("own.jsonl.gz", "embedded:gemma3-270m")  # another model's answers: the size collects its chunks

@@ -26,7 +26,7 @@ def test_background_job_reports_progress_then_its_result():
     release = []
 
     def job(on_progress):
-        on_progress(1, 4, "step 1/2: collect · 12 tok/s")
+        on_progress(1, 4, "step 1/2: collect · sampling | 12 tok/s")
         while not release:
             time.sleep(0.01)
         on_progress(3, 4, "step 2/2: train")
@@ -36,7 +36,7 @@ def test_background_job_reports_progress_then_its_result():
     deadline = time.time() + 5
     while first.done == 0 and time.time() < deadline:
         time.sleep(0.01)
-    assert first.running and first.status_text().startswith("step 1/2: collect · 12 tok/s: 1/4")
+    assert first.running and first.status_text().startswith("step 1/2: collect · sampling | 12 tok/s: 1/4")
     assert start_job("bg-test", lambda cb: "again") is first  # a running job is reattached, not restarted
     assert get_job("bg-test") is first
     release.append(True)
