@@ -112,7 +112,7 @@ class ShippedSample:
 
 
 # Sizes that import a sample of a shipped study when the loaded model generated it (else they collect their
-# chunks). The starter's sample: about 95 finished answers, 40k prompt and answer tokens.
+# chunks). The starter's sample: 91 finished answers, 35,615 prompt and answer tokens.
 SHIPPED_SAMPLES = {"starter": ShippedSample("study-generations.jsonl.gz",
                                             {"chat": 110, "reasoning": 8, "rl": 3, "long": 3})}
 # The datasets pages open first: the full study, then the starter study.
