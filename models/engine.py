@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
-from models.kv_slots import SlotCache
+from models.kv_slots import GROWTH, MIN_COLUMNS, SlotCache
 from models.logits import LogitSummary, summarize_logits
 from models.target import (
     FORWARD_TOKENS,
@@ -131,19 +131,25 @@ def available_memory() -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def auto_batch_size(target: TargetModel, max_len: int, n_layers: int, fraction: float = 0.25) -> int:
-    """Rows that fit ``fraction`` of free memory: KV cache plus recorded features per row at ``max_len``
-    tokens, capped at :data:`MAX_AUTO_BATCH` for the device type."""
+def row_bytes(target: TargetModel, max_len: int, n_layers: int) -> int:
+    """Memory one row needs at ``max_len`` tokens: its KV cache with the slot cache's growth slack
+    (see :meth:`SlotLayer.reserve`) plus its recorded features (float32 hidden states of ``n_layers`` layers)."""
     cfg = target.config
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     item = torch.finfo(target.model.dtype).bits // 8
-    per_token = 2 * target.num_layers * kv_heads * head_dim * item + 4 * n_layers * target.hidden_size
+    kv_per_token = 2 * target.num_layers * kv_heads * head_dim * item
+    return kv_per_token * (max_len + max_len // GROWTH + MIN_COLUMNS) + 4 * n_layers * target.hidden_size * max_len
+
+
+def auto_batch_size(target: TargetModel, max_len: int, n_layers: int, fraction: float = 0.25) -> int:
+    """Rows whose :func:`row_bytes` fit ``fraction`` of free memory, capped at :data:`MAX_AUTO_BATCH` for the
+    device type."""
     if target.device.type == "cuda":
         free = torch.cuda.mem_get_info(target.device)[0]
     else:
         free = available_memory()
-    rows = int(free * fraction // (per_token * max_len))
+    rows = int(free * fraction // row_bytes(target, max_len, n_layers))
     return max(1, min(rows, MAX_AUTO_BATCH.get(target.device.type, 64)))
 
 

@@ -12,6 +12,11 @@ from __future__ import annotations
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
+# Buffers grow by a quarter of their columns (at least MIN_COLUMNS) when a row outgrows them: doubling would
+# leave up to half of a cache of gigabytes unused at a 1,024-token cap.
+GROWTH = 4
+MIN_COLUMNS = 64
+
 
 class SlotLayer(DynamicLayer):
     """One layer's keys/values; Hugging Face attention sees views of the live block."""
@@ -33,11 +38,13 @@ class SlotLayer(DynamicLayer):
         return self.keys, self.values
 
     def reserve(self, rows: int, columns: int, like: torch.Tensor) -> None:
-        """Grow the buffers (zeroed, columns doubling) to hold ``rows`` x ``columns``, keeping live data."""
+        """Grow the buffers (zeroed, by a quarter of their columns or more) to hold ``rows`` x ``columns``,
+        keeping live data."""
         have = (0, 0) if self.buf_k is None else (self.buf_k.shape[0], self.buf_k.shape[2])
         if rows <= have[0] and columns <= have[1]:
             return
-        shape = (max(rows, have[0], self.slots), like.shape[1], max(columns, 2 * have[1], 64), like.shape[3])
+        grown = have[1] + max(have[1] // GROWTH, MIN_COLUMNS)
+        shape = (max(rows, have[0], self.slots), like.shape[1], max(columns, grown), like.shape[3])
         new_k, new_v = like.new_zeros(shape), like.new_zeros(shape)
         if self.buf_k is not None:
             new_k[:self.rows, :, :self.length] = self.buf_k[:self.rows, :, :self.length]

@@ -3,7 +3,7 @@ always matching a cache rebuilt from scratch; masked columns never hold NaN."""
 
 import torch
 
-from models.kv_slots import SlotCache
+from models.kv_slots import GROWTH, MIN_COLUMNS, SlotCache
 
 
 class _Prefilled:
@@ -50,11 +50,13 @@ def test_rows_join_leave_and_trim_like_a_rebuilt_cache():
     assert torch.isfinite(cache.layers[0].buf_k).all()
 
 
-def test_growth_keeps_live_data():
+def test_growth_keeps_live_data_and_stays_within_a_quarter_of_the_length():
     cache = SlotCache(num_layers=1, slots=2)
     cache.add_rows(_Prefilled(_rows(1, 3, 2)[:1]))
     first = cache.layers[0].keys.clone()
-    for _ in range(100):
+    for _ in range(1100):
         cache.layers[0].update(torch.ones(1, 2, 1, 3), torch.ones(1, 2, 1, 3))
-    assert cache.length == 103
+        columns = cache.layers[0].buf_k.shape[2]
+        assert cache.length <= columns <= cache.length + max(cache.length // GROWTH, MIN_COLUMNS)
+    assert cache.length == 1103
     torch.testing.assert_close(cache.layers[0].keys[:, :, :3], first)
