@@ -326,6 +326,13 @@ class Store:
         with self.session() as s:
             return s.scalar(select(Dataset.id).where(Dataset.name == name))
 
+    def dataset_config(self, name: str) -> dict | None:
+        """The config dataset ``name`` was created with (``{}`` when it has none), or None when there is no such
+        dataset."""
+        with self.session() as s:
+            row = s.execute(select(Dataset.config).where(Dataset.name == name)).first()
+        return None if row is None else (row[0] or {})
+
     def drop_dataset_if_empty(self, dataset_id: int) -> bool:
         """Delete a dataset that holds no run (what a failed first collection leaves); returns whether it did."""
         with self.session() as s:

@@ -58,7 +58,7 @@ def dataset_counts(store: Store, dataset: str, include_censored: bool = False) -
     runs = all_runs(store, dataset)
     used = runs if include_censored else runs[~runs["censored"]]
     by_split = {s: int((used["split"] == s).sum()) for s in ("train", "val", "test")}
-    config = store.datasets_frame().set_index("name").loc[dataset, "config"] or {}
+    config = store.dataset_config(dataset) or {}
     return DatasetCounts(len(runs), int(runs["censored"].sum()), len(used), by_split,
                          int(config.get("censored_not_imported", 0)))
 

@@ -14,6 +14,7 @@ import gzip
 import json
 import random
 from collections.abc import Sequence
+from itertools import islice
 from pathlib import Path
 
 from analysis.core.progress import Progress, no_progress
@@ -33,8 +34,7 @@ def export_generations(store: Store, dataset: str, path: Path, on_progress: Prog
     models = set(runs["model_id"])
     if len(models) > 1:
         raise ValueError(f"dataset {dataset!r} mixes runs of {len(models)} models; export one model at a time")
-    datasets = store.datasets_frame().set_index("name")
-    layers = (datasets.loc[dataset, "config"] or {}).get("layers")
+    layers = (store.dataset_config(dataset) or {}).get("layers")
     model = store.model_source(int(runs["model_id"].iloc[0]))
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as fh:
@@ -51,30 +51,27 @@ def export_generations(store: Store, dataset: str, path: Path, on_progress: Prog
     return len(runs)
 
 
-def _checked_header(path: Path, header: dict) -> dict:
-    if header.get("format") != FORMAT:
+def _read_lines(path: Path, limit: int | None = None) -> tuple[dict, list[dict]]:
+    """The checked header and the records of a generations file, reading at most ``limit`` lines (clear errors for
+    anything else)."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            lines = list(islice((json.loads(line) for line in fh if line.strip()), limit))
+    except (OSError, EOFError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a lenscope generations file: {exc}") from exc
+    if not lines or lines[0].get("format") != FORMAT:
         raise ValueError(f"{path} is not a lenscope generations file (expected format {FORMAT})")
-    return header
+    return lines[0], lines[1:]
 
 
 def read_header(path: Path) -> dict:
     """The header of a generations file alone (clear errors for anything else)."""
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            header = json.loads(fh.readline() or "{}")
-    except (OSError, EOFError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is not a lenscope generations file: {exc}") from exc
-    return _checked_header(path, header)
+    return _read_lines(path, limit=1)[0]
 
 
 def read_generations(path: Path) -> tuple[dict, list[dict]]:
     """Header and records of a generations file (clear errors for anything else)."""
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            lines = [json.loads(line) for line in fh if line.strip()]
-    except (OSError, EOFError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is not a lenscope generations file: {exc}") from exc
-    return _checked_header(path, lines[0] if lines else {}), lines[1:]
+    return _read_lines(path)
 
 
 def generated_by(header: dict, target: TargetModel) -> bool:

@@ -132,10 +132,10 @@ def preferred_dataset(names: list[str]) -> str | None:
 def study_layers(store: Store, dataset: str) -> tuple[int, int]:
     """(head layer, probe layer) of a study on ``dataset``: the last recorded layer (the target's last) and
     half of it, as :func:`study_steps` trains them."""
-    datasets = store.datasets_frame().set_index("name")
-    if dataset not in datasets.index:
+    config = store.dataset_config(dataset)
+    if config is None:
         raise ValueError(f"no dataset {dataset!r} in the store; run `python -m lenscope study` first")
-    layer = max((datasets.loc[dataset, "config"] or {}).get("layers") or [30])
+    layer = max(config.get("layers") or [30])
     return layer, layer // 2
 
 

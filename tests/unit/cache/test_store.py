@@ -151,3 +151,15 @@ def test_signature_changes_when_something_is_added(store):
     assert empty < with_run and with_run[0] == 1
     assert with_predictor[1:3] == (1, pid) and with_result[3] == 1
     assert store.signature() == with_result  # reading changes nothing
+
+
+def test_dataset_config_is_kept_from_creation_and_none_for_an_unknown_name(store):
+    from tests.fakes import fake_target
+
+    model_id = store.ensure_model(fake_target())
+    store.ensure_dataset("d", model_id, {"layers": [2, 30], "censored_not_imported": 3})
+    store.ensure_dataset("d", model_id, {"layers": [1]})
+    store.ensure_dataset("bare", model_id, None)
+    assert store.dataset_config("d") == {"layers": [2, 30], "censored_not_imported": 3}
+    assert store.dataset_config("bare") == {}
+    assert store.dataset_config("missing") is None
