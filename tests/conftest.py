@@ -1,5 +1,5 @@
-"""Shared fixtures: an isolated store per test, the real embedded model once per session,
-and a live ``streamlit run`` server with a Playwright-driven Chromium for browser tests."""
+"""Shared fixtures: no test reads beside the repository, an isolated store per test, the real embedded model once
+per session, and a live ``streamlit run`` server with a Playwright-driven Chromium for browser tests."""
 
 from __future__ import annotations
 
@@ -8,9 +8,23 @@ from pathlib import Path
 import pytest
 
 from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, launch_streamlit
+from tests import repository_boundary
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
+
+repository_boundary.install()
+
+
+@pytest.fixture(autouse=True)
+def reads_inside_the_repository():
+    """Fail any test that opened or listed a path beside the repository (``../shared``): a user's clone has none."""
+    start = len(repository_boundary.touched)
+    yield
+    outside = repository_boundary.touched[start:]
+    del repository_boundary.touched[start:]
+    if outside:
+        pytest.fail(f"the test read outside the repository, which a user's clone does not have: {sorted(set(outside))}")
 
 
 @pytest.fixture

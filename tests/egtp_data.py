@@ -19,8 +19,10 @@ def fake_target(hidden_size: int) -> SimpleNamespace:
                            num_layers=SYNTHETIC_LAYER, hidden_size=hidden_size, dtype="float32")
 
 
-def synthetic_dataset(store, name: str = "syn", n: int = 40, d: int = 8, seed: int = 0) -> list[int]:
-    """``n`` runs in dataset ``name`` (scenarios alternate chat/reasoning); returns their run ids."""
+def synthetic_dataset(store, name: str = "syn", n: int = 40, d: int = 8, seed: int = 0,
+                      censored_every: int = 0) -> list[int]:
+    """``n`` runs in dataset ``name`` (scenarios alternate chat/reasoning; every ``censored_every``-th run hit its
+    cap, when given); returns their run ids."""
     gen = torch.Generator().manual_seed(seed)
     target = fake_target(d)
     dataset_id = store.ensure_dataset(name, store.ensure_model(target), {"synthetic": True})
@@ -38,7 +40,8 @@ def synthetic_dataset(store, name: str = "syn", n: int = 40, d: int = 8, seed: i
         feats = SequenceFeatures(input_ids=torch.arange(total), tokens=[f"t{j}" for j in range(total)],
                                  entropy=entropy, topk_ids=torch.zeros(total, 5, dtype=torch.long),
                                  topk_probs=torch.full((total, 5), 0.2), hidden={SYNTHETIC_LAYER: hidden})
-        generation = Generation(prompt_len=p, features=feats, text="x" * length, finished=True,
+        finished = not censored_every or i % censored_every != censored_every - 1
+        generation = Generation(prompt_len=p, features=feats, text="x" * length, finished=finished,
                                 settings={"seed": i}, output_ids=[0] * length)
         run_id = store.save_run(target, f"synthetic prompt {i}", generation)
         store.add_to_dataset(dataset_id, run_id, "chat" if i % 2 else "reasoning")

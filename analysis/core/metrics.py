@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +17,28 @@ def mae(predicted, true) -> float:
     if p.shape != t.shape or p.size == 0:
         raise ValueError(f"need equal, non-empty shapes, got {p.shape} and {t.shape}")
     return float(np.abs(p - t).mean())
+
+
+def clipped_errors(predicted, true, censored, cap) -> np.ndarray:
+    """Per-row absolute error that credits censored rows (the answer hit the token cap, true length >= cap).
+
+    A finished row scores ``|pred - true|``; a censored row scores ``max(0, cap - min(pred, cap))``, so a
+    prediction at or above the cap is right. ``cap`` is a scalar or one value per row.
+    """
+    p, t = np.asarray(predicted, dtype=float), np.asarray(true, dtype=float)
+    c = np.asarray(censored, dtype=bool)
+    if p.shape != t.shape or c.shape != t.shape or p.size == 0:
+        raise ValueError(f"need equal, non-empty shapes, got {p.shape}, {t.shape} and {c.shape} (censored)")
+    limit = np.asarray(cap, dtype=float)
+    if limit.ndim and limit.shape != t.shape:
+        raise ValueError(f"cap must be a scalar or one value per row, got shape {limit.shape} for {t.shape}")
+    limit = np.broadcast_to(limit, t.shape)
+    return np.where(c, np.maximum(0.0, limit - np.minimum(p, limit)), np.abs(p - t))
+
+
+def clipped_mae(predicted, true, censored, cap) -> float:
+    """Mean of :func:`clipped_errors`: the MAE over finished and censored rows alike."""
+    return float(clipped_errors(predicted, true, censored, cap).mean())
 
 
 def mae_by_step(frame: pd.DataFrame, max_step: int | None = None) -> pd.DataFrame:
@@ -241,3 +263,58 @@ def prediction_metrics(frame: pd.DataFrame, dynamic_steps: int = DYNAMIC_STEPS) 
         out["mae_by_scenario"] = {s: mae(g["predicted"], g["true"]) for s, g in first.groupby("scenario")}
     out["kendall_tau"] = kendall_tau(first["predicted"], first["true"]) if len(first) else float("nan")
     return out
+
+
+@dataclass(frozen=True)
+class BootstrapDraws:
+    """A statistic, its bootstrap replicates and the number of clusters resampled; CIs at any level (Holm-adjusted
+    ones too) and a two-sided bootstrap p-value against 0 come from the same replicates."""
+
+    value: float
+    draws: np.ndarray
+    n: int
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        tail = (1 - level) / 2
+        lo, hi = np.quantile(self.draws, [tail, 1 - tail])
+        return float(lo), float(hi)
+
+    def estimate(self, level: float = 0.95) -> Estimate:
+        return Estimate(self.value, *self.ci(level), self.n)
+
+    def p_value(self) -> float:
+        """Two-sided: twice the smaller share of replicates on either side of 0 (at most 1, at least 1/B)."""
+        below, above = (self.draws <= 0).mean(), (self.draws >= 0).mean()
+        return float(min(1.0, max(2 * min(below, above), 1 / len(self.draws))))
+
+
+def seeded_bootstrap(terms: Sequence[tuple[np.ndarray, float]], groups, n_boot: int = 4000, seed: int = 0,
+                     chunk: int = 500) -> BootstrapDraws:
+    """``sum(sign * mean error)`` over ``terms`` of per-(training seed, row) errors ``[S, N]`` on the same N rows,
+    with one bootstrap that resamples the clusters ``groups`` (conversations: every row of one is drawn together)
+    and, independently per term, its S training seeds. One term gives an MAE, two with signs +1 and -1 a paired
+    difference whose CI carries both predictors' seed-to-seed spread."""
+    errors = [np.atleast_2d(np.asarray(e, dtype=float)) for e, _ in terms]
+    if not errors or any(e.shape[1] != errors[0].shape[1] or e.shape[1] == 0 for e in errors):
+        raise ValueError("need terms of errors [seeds, rows] on the same, non-empty rows")
+    codes, _ = pd.factorize(pd.Series(groups), sort=False)
+    if len(codes) != errors[0].shape[1]:
+        raise ValueError(f"{len(codes)} groups for {errors[0].shape[1]} rows")
+    k = int(codes.max()) + 1
+    counts = np.bincount(codes, minlength=k).astype(float)
+    sums = [np.stack([np.bincount(codes, weights=row, minlength=k) for row in e]) for e in errors]
+    signs = [float(s) for _, s in terms]
+    value = sum(s * cs.mean(0).sum() for s, cs in zip(signs, sums)) / counts.sum()
+    rng = np.random.default_rng(seed)
+    draws = []
+    for start in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - start)
+        weights = np.stack([np.bincount(rng.integers(0, k, k), minlength=k) for _ in range(b)]).astype(float)
+        stat = np.zeros(b)
+        for s, cs in zip(signs, sums):
+            n_seeds = cs.shape[0]
+            picks = np.stack([np.bincount(rng.integers(0, n_seeds, n_seeds), minlength=n_seeds)
+                              for _ in range(b)]) / n_seeds
+            stat += s * ((picks @ cs) * weights).sum(1)
+        draws.append(stat / (weights @ counts))
+    return BootstrapDraws(float(value), np.concatenate(draws), k)

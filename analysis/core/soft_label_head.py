@@ -20,6 +20,13 @@ in units of the training lengths' standard deviation (``length_scale``), so the 
 predictor is 1, the same order as the CE, and ``lambda`` weighs two comparable terms (5% MSE). Raw token
 units would make the MSE ~1e4 and the CE irrelevant; dividing by the largest bin centre, as lenscope did
 before, left the MSE term at under 1% of the gradient.
+
+**Censoring-aware variant.** A run that hit the token cap ``c`` is censored: its length is only known to be
+``>= c``. Passing ``censored`` to :func:`soft_label_loss` keeps such rows in the loss with what is known: the
+CE term is the cross-entropy of the event "length at or above the cap", ``-log sum_{j >= bin(c)} p_hat_j``, and
+the MSE term is one-sided, ``relu(c - y_hat)^2 / s^2`` (no penalty at or above the cap); finished rows are
+scored as above, with the same ``lambda``. The bins are then fitted on all training lengths (a censored row
+contributes its cap), so the top bin reaches the cap.
 """
 
 from __future__ import annotations
@@ -143,12 +150,29 @@ class SoftLabelHead(nn.Module):
         return self.expected_length(self(x))
 
 
-def soft_label_loss(head: SoftLabelHead, logits: torch.Tensor, lengths: torch.Tensor,
-                    lam: float = 0.95) -> torch.Tensor:
-    """``lam * CE(soft labels, softmax(logits)) + (1 - lam) * MSE(y / s, y_hat / s)``, ``s`` the length scale."""
-    target = soft_labels(head.bins.index(lengths), head.bins.k)
-    ce = -(target * torch.log_softmax(logits, dim=-1)).sum(-1).mean()
-    return lam * ce + (1 - lam) * normalized_mse(head, logits, lengths)
+def soft_label_loss(head: SoftLabelHead, logits: torch.Tensor, lengths: torch.Tensor, lam: float = 0.95,
+                    censored: torch.Tensor | None = None) -> torch.Tensor:
+    """``lam * CE(soft labels, softmax(logits)) + (1 - lam) * MSE(y / s, y_hat / s)``, ``s`` the length scale.
+
+    ``censored`` (bool [B], optional) marks rows whose ``lengths`` is the cap they hit: their CE is ``-log`` of
+    the probability mass in the cap's bin and above, their MSE ``relu(cap - y_hat)^2 / s^2`` (module docstring).
+    """
+    if censored is None or not bool(censored.any()):
+        target = soft_labels(head.bins.index(lengths), head.bins.k)
+        ce = -(target * torch.log_softmax(logits, dim=-1)).sum(-1).mean()
+        return lam * ce + (1 - lam) * normalized_mse(head, logits, lengths)
+    censored = censored.to(torch.bool).reshape(-1)
+    if censored.shape[0] != lengths.shape[0]:
+        raise ValueError(f"censored has {censored.shape[0]} rows, lengths {lengths.shape[0]}")
+    index = head.bins.index(lengths)
+    log_p = torch.log_softmax(logits, dim=-1)
+    finished_ce = -(soft_labels(index, head.bins.k) * log_p).sum(-1)
+    tail = torch.arange(head.bins.k, device=logits.device)[None, :] >= index.to(logits.device)[:, None]
+    censored_ce = -torch.logsumexp(log_p.masked_fill(~tail, float("-inf")), dim=-1)
+    ce = torch.where(censored, censored_ce, finished_ce).mean()
+    err = (head.expected_length(logits) - lengths.float()) / head.length_scale
+    sq = torch.where(censored, torch.relu(-err), err) ** 2
+    return lam * ce + (1 - lam) * sq.mean()
 
 
 def normalized_mse(head: SoftLabelHead, logits: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -4,6 +4,11 @@ Paper settings are AdamW, batch 16, at most 10 epochs, lr 2e-5, seed 42, for fin
 ~10^4-10^5 samples. Here the features are frozen and there are ~10^2 runs, so a small MLP head is
 trained with lr 1e-3 for more epochs, and the epoch with the lowest validation MAE is kept
 (early stopping on the prompt-disjoint validation split).
+
+Runs that hit the token cap are censored (length >= cap). ``HeadConfig.censoring`` chooses what training does
+with them: ``drop`` leaves them out (the default), ``aware`` keeps them in the censoring-aware soft-label loss
+(:func:`analysis.core.soft_label_head.soft_label_loss`). Given the validation rows' censored mask, early
+stopping scores the clipped MAE (:func:`analysis.core.metrics.clipped_mae`) over all of them.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from analysis.core.metrics import clipped_mae
 from analysis.core.soft_label_head import BINNINGS, LengthBins, SoftLabelHead, soft_label_loss
 from analysis.core.training import fit_minibatch
 
@@ -36,6 +42,10 @@ class HeadConfig:
     batch_size: int = 16
     epochs: int = 60
     seed: int = 42
+    censoring: str = "drop"  # censored training runs: "drop" (left out) or "aware" (censoring-aware loss)
+
+
+CENSORING = ("drop", "aware")
 
 
 @dataclass
@@ -55,32 +65,67 @@ def fit_bins(config: HeadConfig, lengths: torch.Tensor) -> LengthBins:
     return BINNINGS[config.bins_kind](lengths.float().numpy(), config.bins)
 
 
-def _mae(head: SoftLabelHead, x: torch.Tensor, y: torch.Tensor, batch: int = 4096) -> float:
+def _predict_batched(head: SoftLabelHead, x: torch.Tensor, batch: int = 4096) -> torch.Tensor:
     head.eval()
     with torch.no_grad():
-        pred = torch.cat([head.predict(x[i:i + batch]) for i in range(0, len(x), batch)])
-    return float((pred - y).abs().mean())
+        return torch.cat([head.predict(x[i:i + batch]) for i in range(0, len(x), batch)])
+
+
+def _mae(head: SoftLabelHead, x: torch.Tensor, y: torch.Tensor, batch: int = 4096) -> float:
+    return float((_predict_batched(head, x, batch) - y).abs().mean())
+
+
+def _val_score(x_val: torch.Tensor, y_val: torch.Tensor,
+               censored_val: torch.Tensor | None) -> Callable[[SoftLabelHead], float]:
+    """Early-stopping score: the clipped MAE over all validation rows given their censored mask, else the MAE."""
+    x, y = x_val.float(), y_val.float()
+    if censored_val is None:
+        return lambda model: _mae(model, x, y)
+    cens = torch.as_tensor(censored_val, dtype=torch.bool).reshape(-1).numpy()
+    if cens.shape[0] != len(y):
+        raise ValueError(f"censored_val has {cens.shape[0]} rows, y_val {len(y)}")
+    return lambda model: clipped_mae(_predict_batched(model, x).numpy(), y.numpy(), cens, y.numpy())
 
 
 def train_head(x_train: torch.Tensor, y_train: torch.Tensor, x_val: torch.Tensor | None = None,
                y_val: torch.Tensor | None = None, config: HeadConfig | None = None,
-               on_epoch: Callable[[int, int, dict], None] | None = None) -> TrainResult:
+               on_epoch: Callable[[int, int, dict], None] | None = None,
+               censored_train: torch.Tensor | None = None, censored_val: torch.Tensor | None = None) -> TrainResult:
     """Fit a :class:`SoftLabelHead` on features [N, D] -> lengths [N] (bins fitted to ``y_train``).
 
-    Without a validation set the last epoch is kept. ``on_epoch(epoch, epochs, row)`` reports progress.
+    ``censored_train`` / ``censored_val`` (bool [N]) mark runs that hit the token cap (their length is the cap).
+    With ``config.censoring == "aware"`` censored training rows enter the censoring-aware loss (the bins are fitted
+    on all training lengths, caps included); with ``"drop"`` they are left out. Given ``censored_val``, early
+    stopping scores the clipped MAE over all validation rows, else the plain MAE. Without a validation set the
+    last epoch is kept. ``on_epoch(epoch, epochs, row)`` reports progress.
     """
     cfg = config or HeadConfig()
+    if cfg.censoring not in CENSORING:
+        raise ValueError(f"censoring must be one of {CENSORING}, not {cfg.censoring!r}")
+    if cfg.censoring == "aware" and censored_train is None:
+        raise ValueError('censoring="aware" needs the censored_train mask (which training runs hit the cap)')
+    x_train, y_train = x_train.float(), y_train.float()
+    cens = None if censored_train is None else torch.as_tensor(censored_train, dtype=torch.bool).reshape(-1)
+    if cens is not None and cens.shape[0] != len(y_train):
+        raise ValueError(f"censored_train has {cens.shape[0]} rows, y_train {len(y_train)}")
+    if cens is not None and cfg.censoring == "drop":
+        x_train, y_train, cens = x_train[~cens], y_train[~cens], None
     if len(x_train) < 2:
         raise ValueError(f"need at least 2 training samples, got {len(x_train)}")
     torch.manual_seed(cfg.seed)
-    x_train, y_train = x_train.float(), y_train.float()
     head = SoftLabelHead(x_train.shape[1], fit_bins(cfg, y_train), cfg.hidden, cfg.dropout, cfg.architecture)
     head.fit_scaler(x_train, y_train)
     has_val = x_val is not None and y_val is not None and len(x_val) > 0
-    val_score = (lambda model: _mae(model, x_val.float(), y_val.float())) if has_val else None
-    best_epoch, history = fit_minibatch(
-        head, x_train, y_train, lambda model, xb, yb: soft_label_loss(model, model(xb), yb, cfg.lam), cfg,
-        val_score, on_epoch)
+    val_score = _val_score(x_val, y_val, censored_val) if has_val else None
+    targets = y_train if cens is None else torch.stack([y_train, cens.float()], dim=1)
+
+    def loss(model: SoftLabelHead, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        if yb.ndim == 1:
+            return soft_label_loss(model, model(xb), yb, cfg.lam)
+        # the censored flag travels as y's second column through fit_minibatch's index slicing
+        return soft_label_loss(model, model(xb), yb[:, 0], cfg.lam, censored=yb[:, 1] > 0.5)
+
+    best_epoch, history = fit_minibatch(head, x_train, targets, loss, cfg, val_score, on_epoch)
     for row in history:
         if "val" in row:
             row["val_mae"] = row.pop("val")

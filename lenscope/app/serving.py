@@ -76,7 +76,7 @@ def _pick_source(store: Store, source: str) -> tuple[pd.DataFrame | None, str]:
         files = {p.name: p for p in builtin_trace_files()}
         names = list(files)
         default = next((k for k, n in enumerate(names) if "conv" in n), 0)
-        name = st.sidebar.selectbox("File", names, index=default, key="sched_shared")
+        name = st.sidebar.selectbox("File", names, index=default, key="sched_builtin")
         return _read_trace(str(files[name])), name
     if source == "Upload file":
         upload = st.sidebar.file_uploader("Trace file: CSV (Azure 2023/2024, BurstGPT, LLMServingSim, arrival,"

@@ -165,8 +165,24 @@ def _epoch_cb(on_progress: Progress, total: int, label: str):
     return lambda epoch, *rest: on_progress(epoch, total, label)
 
 
-def _fit_ssjf_reg(store, data, cfg, out, on_progress, target) -> Fitted:
-    x = prompt_embeddings(store, data.runs["prompt"].tolist(), on_progress)
+def baseline_inputs(store: Store, baseline: str, runs: pd.DataFrame, cfg: BaselineConfig,
+                    target: TargetModel | None = None, on_progress: Progress = no_progress) -> torch.Tensor | list[str]:
+    """What ``baseline`` reads for each run: proxy-encoder prompt embeddings [N, 384], the target's mean-pooled
+    prompt states at ``cfg.trail_layer`` (TRAIL), or the target's answers to the PiA question."""
+    if baseline == "trail":
+        feats = []
+        for i, rid in enumerate(runs["run_id"]):
+            feats.append(run_features(store, int(rid), cfg.trail_layer, 1.0)["prompt.mean"].float())
+            on_progress(i + 1, len(runs), f"prompt states of layer {cfg.trail_layer}")
+        return torch.stack(feats)
+    if baseline == "pia":
+        if target is None:
+            raise ValueError("the PiA baseline asks the target model: load it (CLI: --model; page: sidebar)")
+        return pia_answers(store, target, runs["prompt"].tolist(), cfg.pia_max_new_tokens, on_progress)
+    return prompt_embeddings(store, runs["prompt"].tolist(), on_progress)
+
+
+def _fit_ssjf_reg(x, data, cfg, out, on_progress) -> Fitted:
     probe = train_regressor(*data.part(x, "train"), epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size,
                             seed=cfg.seed, hidden=cfg.hidden,
                             on_epoch=_epoch_cb(on_progress, cfg.epochs, "train ssjf-reg"))
@@ -174,8 +190,7 @@ def _fit_ssjf_reg(store, data, cfg, out, on_progress, target) -> Fitted:
 
 
 def _bucket_fitter(scheme: str):
-    def fit(store, data, cfg, out, on_progress, target) -> Fitted:
-        x = prompt_embeddings(store, data.runs["prompt"].tolist(), on_progress)
+    def fit(x, data, cfg, out, on_progress) -> Fitted:
         head = train_bucket_classifier(*data.part(x, "train"), scheme, cfg.buckets, cfg.head(), *data.part(x, "val"),
                                        on_epoch=_epoch_cb(on_progress, cfg.epochs, f"train {scheme}-bin classifier"))
         meta = {"encoder": ENCODER_ID, "scheme": scheme, "buckets": cfg.buckets, "centers": head.centers.tolist()}
@@ -183,20 +198,14 @@ def _bucket_fitter(scheme: str):
     return fit
 
 
-def _fit_trail(store, data, cfg, out, on_progress, target) -> Fitted:
-    feats = []
-    for i, rid in enumerate(data.runs["run_id"]):
-        feats.append(run_features(store, int(rid), cfg.trail_layer, 1.0)["prompt.mean"].float())
-        on_progress(i + 1, len(data.runs), f"prompt states of layer {cfg.trail_layer}")
-    x = torch.stack(feats)
+def _fit_trail(x, data, cfg, out, on_progress) -> Fitted:
     probe = train_trail(*data.part(x, "train"), cfg.trail_layer, epochs=cfg.epochs, lr=cfg.lr,
                         batch_size=cfg.batch_size, seed=cfg.seed, hidden=cfg.hidden,
                         on_epoch=_epoch_cb(on_progress, cfg.epochs, "train trail"))
     return Fitted(probe.predict(x).numpy(), probe.save(out), {"layer": cfg.trail_layer, "pooling": "mean"})
 
 
-def _fit_ltr(store, data, cfg, out, on_progress, target) -> Fitted:
-    x = prompt_embeddings(store, data.runs["prompt"].tolist(), on_progress)
+def _fit_ltr(x, data, cfg, out, on_progress) -> Fitted:
     scorer, qmap = train_ranker(*data.part(x, "train"), cfg.ltr_loss, cfg.head(cfg.ltr_batch_size),
                                 *data.part(x, "val"),
                                 on_epoch=_epoch_cb(on_progress, cfg.epochs, f"train ltr ({cfg.ltr_loss})"))
@@ -208,10 +217,7 @@ def _fit_ltr(store, data, cfg, out, on_progress, target) -> Fitted:
                   {"kendall_tau_scores": kendall_tau(scores[ev], data.lengths.numpy()[ev])})
 
 
-def _fit_pia(store, data, cfg, out, on_progress, target) -> Fitted:
-    if target is None:
-        raise ValueError("the PiA baseline asks the target model: load it (CLI: --model; page: sidebar)")
-    answers = pia_answers(store, target, data.runs["prompt"].tolist(), cfg.pia_max_new_tokens, on_progress)
+def _fit_pia(answers, data, cfg, out, on_progress) -> Fitted:
     fallback = float(data.part(data.lengths, "train")[1].median())
     estimates = [parse_length_answer(a, fallback) for a in answers]
     out.mkdir(parents=True, exist_ok=True)
@@ -221,11 +227,12 @@ def _fit_pia(store, data, cfg, out, on_progress, target) -> Fitted:
                                indent=1))
     flagged = sum(e.flagged for e in estimates)
     return Fitted(np.array([e.tokens for e in estimates]), path,
-                  {"template": PIA_TEMPLATE, "tokens_per_word": TOKENS_PER_WORD, "fallback_median": fallback,
-                   "model_key": target.key},
+                  {"template": PIA_TEMPLATE, "tokens_per_word": TOKENS_PER_WORD, "fallback_median": fallback},
                   {"flagged": flagged, "flagged_share": flagged / len(estimates)})
 
 
+# Each fitter trains on ``data.masks["train"]`` (and "val" where it stops early) from the inputs of
+# :func:`baseline_inputs` and predicts every run of ``data``.
 FITTERS = {"ssjf-reg": _fit_ssjf_reg, "ssjf-mc": _bucket_fitter("log"), "s3": _bucket_fitter("equal"),
            "trail": _fit_trail, "pia": _fit_pia, "ltr": _fit_ltr}
 
@@ -240,7 +247,10 @@ def train_baseline(store: Store, dataset: str, baseline: str, target: TargetMode
     data = data or BaselineData.load(store, dataset)
     name = baseline_name(baseline, dataset)
     out = get_settings().artifact_dir / "baselines" / name.replace(":", "-")
-    fitted = FITTERS[baseline](store, data, cfg, out, on_progress, target)
+    x = baseline_inputs(store, baseline, data.runs, cfg, target, on_progress)
+    fitted = FITTERS[baseline](x, data, cfg, out, on_progress)
+    if baseline == "pia":
+        fitted.config["model_key"] = target.key
     frame = data.runs[["run_id", "prompt_id", "split", "scenario"]].assign(step=0, predicted=fitted.predicted,
                                                                            true=data.lengths.numpy())
     metrics = {**prediction_metrics(frame), **fitted.metrics}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.core.splits import split_of, task_key
+from analysis.core.splits import FOLDS, fold_of, leak_groups, split_of, task_key
 from cache.store import Store
 
 
@@ -36,13 +36,16 @@ class DatasetCounts:
 
 
 def all_runs(store: Store, dataset: str) -> pd.DataFrame:
-    """Every run of ``dataset`` with ``task``, ``split`` and ``censored`` columns (errors when it is empty)."""
+    """Every run of ``dataset`` with its conversation ``task``, leak ``group``, cross-validation ``fold`` (of
+    :data:`~analysis.core.splits.FOLDS`), ``split`` and ``censored`` columns (errors when it is empty)."""
     runs = store.runs_frame(dataset)
     if runs.empty:
         raise ValueError(f"dataset {dataset!r} has no runs; create it with "
                          f"`python -m lenscope collect --dataset {dataset}`")
     tasks = [task_key(s, r, t) for s, r, t in zip(runs["source"], runs["source_ref"], runs["prompt"])]
-    return runs.assign(task=tasks, split=[split_of(t) for t in tasks], censored=~runs["finished"].astype(bool))
+    groups = leak_groups(tasks, runs["prompt"])
+    return runs.assign(task=tasks, group=groups, fold=[fold_of(g, FOLDS) for g in groups],
+                       split=[split_of(g) for g in groups], censored=~runs["finished"].astype(bool))
 
 
 def dataset_runs(store: Store, dataset: str, include_censored: bool = False) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from cache.store import Store
 from lenscope.figures.egtp import ablation_pivot, attribution_table, mae_by_step_figure, pooling_ablation_figure
 from lenscope.figures.outlets import ablation_table
 from lenscope.figures.serving import outlets_change_figure
-from lenscope.jobs.claims import claims_table, dataset_predictors
+from lenscope.jobs.claims import dataset_predictors, stored_claims, stored_claims_table
 from lenscope.jobs.datasets import dataset_counts
 from lenscope.jobs.egtp import (
     ABLATION_KIND,
@@ -70,8 +70,18 @@ def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> st
                 "are paired bootstrap 95% CIs over test prompts.")
 
     report.heading("The papers' claims")
-    report.table(claims_table(store, dataset, layer, probe_layer))
-    report.note("difference < 0 means the claim holds; reproduced = the whole CI is below 0.")
+    claims = stored_claims_table(store, dataset)
+    if claims is None:
+        report.note("Not judged yet: `python -m lenscope claims`.")
+    else:
+        config = stored_claims(store, dataset)["config"]
+        report.table(claims[["claim", "paper", "paper_effect", "difference", "lo", "hi", "prompts", "runs",
+                             "clipped_difference", "verdict"]])
+        report.note(f"Out-of-fold predictions of {config['folds']}-fold cross-validation grouped by conversation, "
+                    f"{config['seeds']} training seeds; difference < 0 means the claim holds. lo/hi: the Holm-adjusted "
+                    "CI (prompts and seeds resampled). Reproduced: the CI is below 0; contradicted: above 0; paper's "
+                    "effect ruled out: the CI includes 0 but not the paper's effect scaled to our MAE; under 50 "
+                    "prompts: too few to judge.")
 
     report.heading(f"Pooling ablation (static heads, layer {layer})")
     ablation = store.get_result(ABLATION_KIND, ablation_config(dataset, layer))

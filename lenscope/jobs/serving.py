@@ -47,16 +47,15 @@ from lenscope.jobs.external_predictions import ImportedPredictions, import_predi
 __all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
     "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "EMPIRICAL_BUCKETS", "ImportedPredictions", "MODES",
     "OUTLETS_PAPER", "Outcome", "PREDICTORS", "PREFILL_QUEUE_POLICIES", "PredictorSpec", "PresetOutcome",
-    "QUEUE_POLICIES", "SHARED_TRACES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS",
+    "QUEUE_POLICIES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS",
     "TraceFormat", "UnknownTraceFormat", "builtin_trace_files", "check_out_of_sample", "compare_table",
     "cost_model_options", "dataset_trace", "dispatch_choices", "filter_trace", "fit_cost_option",
     "format_seed_table", "from_runs", "import_predictions", "load_trace_file", "noise_sweep", "outlets_configs",
     "outlets_preset", "outlets_trace", "parse_maes", "poisson_retime", "predictions_format", "predictor_choices",
     "preset_seed_table", "run_simulation", "saturating_qps", "short_p99_change"]
 
-SHIPPED_TRACES = REPO_ROOT / "data" / "traces"  # the public Azure 2023 traces (CC-BY-4.0), in the repository
-SHARED_TRACES = REPO_ROOT.parent / "shared" / "traces"  # optional: more traces and the Splitwise profile
-SPLITWISE_PROFILE = SHARED_TRACES / "splitwise_perf_model.csv"
+SHIPPED_TRACES = REPO_ROOT / "data" / "traces"  # public traces and the Splitwise profile, sources in its README
+SPLITWISE_PROFILE = SHIPPED_TRACES / "splitwise_perf_model.csv"
 
 RESULT_KIND = "scheduler_sim"
 MAX_STORED_REQUESTS = 20_000  # per-request rows kept in a cached result (a seeded sample beyond)
@@ -154,10 +153,8 @@ def dataset_trace(store: Store, dataset: str, qps: float, seed: int = 0, split: 
 
 
 def builtin_trace_files() -> list[Path]:
-    """The shipped traces, then those of the optional shared folder that are not shipped too."""
-    shipped = trace_files(SHIPPED_TRACES)
-    names = {p.name for p in shipped}
-    return shipped + [p for p in trace_files(SHARED_TRACES) if p.name not in names]
+    """The traces shipped in ``data/traces`` (profiles such as Splitwise's are not traces)."""
+    return trace_files(SHIPPED_TRACES)
 
 
 def result_key(trace: pd.DataFrame, spec: PredictorSpec, config: SimConfig, short_quantile: float) -> dict:

@@ -17,12 +17,13 @@ from functools import cache
 from pathlib import Path
 
 from analysis.core.progress import Progress, no_progress
+from analysis.core.splits import FOLDS
 from analysis.data.scenarios import SCENARIO_SAMPLING, build_scenario, long_token_budget
 from cache.settings import REPO_ROOT
 from cache.store import Store
 from lenscope.jobs.attribution_evidence import attribution_evidence, stored_evidence
 from lenscope.jobs.baselines import BASELINES, baseline_name, train_baselines
-from lenscope.jobs.claims import claims_table, dataset_predictors
+from lenscope.jobs.claims import claims_report, dataset_predictors, stored_claims
 from lenscope.jobs.collect import (
     Request,
     collect_requests,
@@ -30,6 +31,7 @@ from lenscope.jobs.collect import (
     missing_from_dataset,
     missing_runs,
 )
+from lenscope.jobs.crossval import cv_runs, runs_digest
 from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import (
     ABLATION_KIND,
@@ -64,7 +66,6 @@ from lenscope.jobs.serving import PredictorSpec, dataset_trace, outlets_preset
 from models.engine import GenerationSettings
 from models.target import TargetModel
 
-CLAIMS_KIND = "study_claims"
 PRESET_KIND = "study_preset"
 SHIPPED = REPO_ROOT / "data" / "generations"
 # Drafter variants per size: the starter trains only the OUTLETS drafter (the ablations need the full study).
@@ -142,6 +143,8 @@ def study_layers(store: Store, dataset: str) -> tuple[int, int]:
 # Sizes whose predictors train and score on censored runs too: the tiny study's few dozen tokens finish almost
 # no answer, and it only proves that every step runs end to end (its numbers mean nothing).
 TRAINS_ON_CENSORED = ("tiny",)
+# Training seeds of the claims' cross-validation per size (the starter's first look: one seed, said in its caption).
+CV_SEEDS = {"tiny": 1, "starter": 1, "full": 3}
 # Training epochs per size (the tiny study only proves the pipeline runs end to end). The full drafter's 4 epochs
 # over ~2,000 runs are more optimiser steps than the 6 over the chat chunk's 964 that it replaces.
 EPOCHS = {"tiny": {"head": 2, "drafter": 1, "probe": 2}, "starter": {"head": 40, "drafter": 3, "probe": 20},
@@ -305,16 +308,20 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     steps.append(Step("scheduler preset (OUTLETS drafter's test-split predictions, 1 prefill + 3 decode)",
                       lambda: store.get_result(PRESET_KIND, preset_config(store, dataset)) is not None,
                       lambda cb: run_preset(store, dataset, censored, on_progress=cb)))
-    steps.append(Step("claims", lambda: (stored_claims(store, dataset) or {}).get("predictor_ids")
-                      == _predictor_ids(store, dataset),
-                      lambda cb: _store_claims(store, dataset, layer, probe_layer)))
+    steps.append(Step(f"claims ({FOLDS}-fold cross-validation, {CV_SEEDS[size]} training seeds)",
+                      lambda: _claims_fresh(store, dataset, CV_SEEDS[size]),
+                      lambda cb: claims_report(store, dataset, layer, probe_layer, FOLDS, CV_SEEDS[size], target,
+                                               epochs["head"], epochs["probe"], on_progress=cb)))
     return steps + drafters[1:]  # the drafter ablations last: the claims do not read them
 
 
-def _predictor_ids(store: Store, dataset: str) -> list[int]:
-    """Ids of the predictors the claims judge: all of the dataset's but the drafter ablations."""
-    ablations = {drafter_name(dataset, v) for v in DRAFTER_ABLATIONS}
-    return sorted(pid for name, pid in dataset_predictors(store, dataset).items() if name not in ablations)
+def _claims_fresh(store: Store, dataset: str, seeds: int) -> bool:
+    """Claims are stored for the dataset's runs as they are now, with these folds and seeds, and judged after the
+    OUTLETS drafter they read was last trained."""
+    config = (stored_claims(store, dataset) or {}).get("config") or {}
+    wanted = {"folds": FOLDS, "seeds": seeds, "runs": runs_digest(cv_runs(store, dataset)),
+              "drafter": dataset_predictors(store, dataset).get(drafter_name(dataset, "outlets"))}
+    return all(config.get(k) == v for k, v in wanted.items())
 
 
 def preset_config(store: Store, dataset: str) -> dict:
@@ -336,18 +343,6 @@ def run_preset(store: Store, dataset: str, include_censored: bool = False,
     payload = {"changes": outcome.changes, "note": outcome.note, "test_runs": len(trace)}
     store.put_result(PRESET_KIND, f"scheduler preset {dataset}", config, payload)
     return payload
-
-
-def stored_claims(store: Store, dataset: str) -> dict | None:
-    """The claims payload last stored for ``dataset`` (``claims`` rows and the predictor ids they judged)."""
-    return store.get_result(CLAIMS_KIND, {"dataset": dataset})
-
-
-def _store_claims(store: Store, dataset: str, layer: int, probe_layer: int):
-    table = claims_table(store, dataset, layer, probe_layer)
-    store.put_result(CLAIMS_KIND, f"claims {dataset}", {"dataset": dataset},
-                     {"claims": table.to_dict("records"), "predictor_ids": _predictor_ids(store, dataset)})
-    return table
 
 
 def study_checklist(store: Store, target: TargetModel, dataset: str, size: str = "starter") -> list[tuple[str, bool]]:

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.core.metrics import ci_text
+from analysis.core.verdicts import too_few_prompts
 from cache.store import Store
+from lenscope.jobs.claims import PLP_STEP, stored_claims, verdict_text
 from lenscope.jobs.egtp import ATTRIBUTION_KIND, PAPER_PEARSON, attribution_config
 from lenscope.jobs.serving import OUTLETS_PAPER
-from lenscope.jobs.study import PRESET_KIND, preset_config, stored_claims
+from lenscope.jobs.study import PRESET_KIND, preset_config
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ def _claim_stop(title: str, page: str, claim: dict | None, what: str, paper: str
     if claim is None:
         return TourStop(title, page, None, f"{what}: not measured yet", paper)
     return TourStop(title, page, ci_text(claim["difference"], claim["lo"], claim["hi"], signed=True),
-                    f"{what} (tokens of MAE, paired 95% CI, {claim['runs']} test runs): {claim['verdict']}", paper)
+                    f"{what} (tokens of MAE, out of fold, Holm-adjusted CI, {claim.get('prompts', 0)} prompts, "
+                    f"{claim['runs']} runs): {verdict_text(claim)}", paper)
 
 
 def tour(store: Store, dataset: str, layer: int) -> list[TourStop]:
@@ -45,7 +48,8 @@ def tour(store: Store, dataset: str, layer: int) -> list[TourStop]:
         "1 · Entropy", "pages/2_Attribution.py",
         None if summary is None else ci_text(summary["pearson"], *summary["pearson_ci"], digits=3),
         "Pearson r of token entropy with gradient importance I_t = ||dL_MSE/dh_t||, EGTP head, test prompts"
-        + ("" if summary is None else f" ({summary['n_tokens']} tokens, {summary['n_runs']} prompts)"),
+        + ("" if summary is None else f" ({summary['n_tokens']} tokens, {summary['n_runs']} prompts)"
+           + (f": {too_few_prompts(summary['n_runs'])}" if too_few_prompts(summary["n_runs"]) else "")),
         f"EGTP paper: r = {PAPER_PEARSON}")
     claims = (stored_claims(store, dataset) or {}).get("claims", [])
     preset = store.get_result(PRESET_KIND, preset_config(store, dataset))
@@ -60,9 +64,10 @@ def tour(store: Store, dataset: str, layer: int) -> list[TourStop]:
         entropy,
         _claim_stop("2 · Pooling", "pages/4_Pooling_ablation.py", _claim(claims, "EGTP pooling < mean"),
                     "EGTP minus mean pooling, static heads", "EGTP paper: EGTP below mean pooling"),
-        _claim_stop("3 · Remaining length", "pages/3_Remaining_length.py", _claim(claims, "PLP MAE falls"),
+        _claim_stop("3 · Remaining length", "pages/3_Remaining_length.py",
+                    _claim(claims, f"PLP MAE falls from step 0 to step {PLP_STEP}"),
                     "PLP MAE at step 32 minus step 0", "EGTP paper: falls (e.g. 95.2 -> 80.9 on RL)"),
-        _claim_stop("4 · Drafter", "pages/5_Drafter_vs_target.py", _claim(claims, "drafter dynamic"),
+        _claim_stop("4 · Drafter", "pages/5_Drafter_vs_target.py", _claim(claims, "OUTLETS drafter < target probe"),
                     "OUTLETS drafter minus target probe, steps 0-32", "OUTLETS paper: drafter below probes"),
         scheduling,
     ]

@@ -21,7 +21,7 @@ def planted(store):
 
 
 def test_the_learned_attention_head_finds_the_planted_entropy_signal_and_the_result_is_kept(planted, monkeypatch):
-    payload = job.attribution_evidence(planted, "syn", SYNTHETIC_LAYER, epochs=40, n_boot=100, n_perm=30)
+    payload = job.attribution_evidence(planted, "syn", SYNTHETIC_LAYER, epochs=80, n_boot=100, n_perm=30)
     table = pd.DataFrame(payload["table"])
     assert set(table["head"]) == {"attention pooling (learned)", "mean pooling", "egtp pooling"}
     assert set(table.loc[table["by_construction"], "head"]) == {"egtp pooling"}
@@ -43,10 +43,10 @@ def test_the_learned_attention_head_finds_the_planted_entropy_signal_and_the_res
 
     settings, stored = job.stored_evidence(planted, "syn", SYNTHETIC_LAYER)
     assert stored == payload
-    assert (settings["epochs"], settings["n_perm"], settings["include_censored"]) == (40, 30, False)
+    assert (settings["epochs"], settings["n_perm"], settings["include_censored"]) == (80, 30, False)
     assert job.stored_evidence(planted, "syn", SYNTHETIC_LAYER + 1) is None
     monkeypatch.setattr(job, "train_attention_head", lambda *a, **k: pytest.fail("recomputed a stored result"))
-    assert job.attribution_evidence(planted, "syn", SYNTHETIC_LAYER, epochs=40, n_boot=100, n_perm=30) == payload
+    assert job.attribution_evidence(planted, "syn", SYNTHETIC_LAYER, epochs=80, n_boot=100, n_perm=30) == payload
     train_static(planted, "syn", config=HeadConfig(epochs=2, hidden=16))  # retrained heads: the evidence is stale
     assert job.stored_evidence(planted, "syn", SYNTHETIC_LAYER) is None
 

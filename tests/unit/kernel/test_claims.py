@@ -1,39 +1,87 @@
-"""The claims table: each claim a paired difference with its CI and a verdict, or a note that it is not measured."""
+"""The claims on out-of-fold predictions: every run predicted by models that never saw its conversation, seeds in
+the CIs, Holm levels, effect-size verdicts, the median constant, clipped MAE over censored runs, and stored folds
+read back instead of retrained."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from analysis.egtp.training import HeadConfig
+from analysis.core.splits import fold_of
 from lenscope.cli import main
-from lenscope.jobs.claims import claims_markdown, claims_table, verdict
-from lenscope.jobs.egtp import train_plp, train_static
+from lenscope.jobs import crossval, cv_learners
+from lenscope.jobs.claims import CLAIMS_KIND, claims_markdown, claims_report, stored_claims_table
+from lenscope.jobs.crossval import Fold, cv_runs, oof_predictions
+from lenscope.jobs.cv_learners import CONSTANT, median_constant, static_name
 from tests.egtp_data import SYNTHETIC_LAYER, synthetic_dataset
 
-
-@pytest.mark.parametrize("lo, hi, expected", [(-3.0, -1.0, "reproduced"), (1.0, 4.0, "contradicted"),
-                                              (-2.0, 2.0, "not reproduced (inconclusive)")])
-def test_verdict_follows_the_ci(lo, hi, expected):
-    assert verdict(lo, hi) == expected
+L = SYNTHETIC_LAYER
 
 
-def test_claims_on_a_synthetic_dataset(store, capsys):
-    synthetic_dataset(store, "syn", n=120)
-    cfg = HeadConfig(epochs=30, hidden=16)
-    train_static(store, "syn", layer=SYNTHETIC_LAYER, config=cfg)
-    train_plp(store, "syn", SYNTHETIC_LAYER, config=HeadConfig(epochs=3, batch_size=64, hidden=16))
-    table = claims_table(store, "syn", layer=SYNTHETIC_LAYER).set_index("claim")
-    names = [f"EGTP pooling < {p} pooling (static, layer {SYNTHETIC_LAYER})" for p in ("max", "last", "mean")]
-    pooling = table.loc[names]
-    assert (pooling["runs"] > 0).all() and (pooling["lo"] <= pooling["difference"]).all()
-    assert (pooling["difference"] <= pooling["hi"]).all()
-    assert not pooling["verdict"].str.startswith("not measured").any()
-    vs_constant = table[table.index.str.endswith("< constant")]
-    assert len(vs_constant) == 5  # four static heads and the PLP head
-    # the synthetic length signal sits in the top-entropy token: the EGTP head must beat the constant
-    assert vs_constant.loc["egtp_static-egtp-syn-L30 (static) < constant", "verdict"] == "reproduced"
-    assert table.loc["drafter dynamic < target-probe dynamic (steps 0-32)", "verdict"].startswith("not measured")
-    assert main(["claims", "--dataset", "syn", "--layer", str(SYNTHETIC_LAYER)]) == 0
+def _report(store, seeds=2):
+    return claims_report(store, "syn", L, L, folds=3, seeds=seeds, head_epochs=15, probe_epochs=2, baselines=())
+
+
+def test_claims_are_judged_out_of_fold_with_seeds(store, capsys):
+    synthetic_dataset(store, "syn", n=160, censored_every=8)
+    report = _report(store)
+    table = report.claims.set_index("claim")
+    egtp = table.loc[f"{static_name('egtp')} < median constant (static)"]
+    assert egtp["verdict"] == "reproduced"  # the length sits in the top-entropy token: EGTP pooling finds it
+    assert egtp["prompts"] >= 120 and egtp["clipped_runs"] > egtp["runs"]  # censored runs enter the clipped MAE
+    assert egtp["lo"] <= egtp["lo95"] <= egtp["difference"] <= egtp["hi95"] <= egtp["hi"]  # Holm widens the CI
+    pooling = table.loc[[f"EGTP pooling < {p} pooling (static)" for p in ("max", "last", "mean")]]
+    assert pooling["paper_effect"].lt(0).all() and pooling["level"].ge(0.95).all()
+    assert table.loc["OUTLETS drafter < target probe (dynamic, steps 0-32)", "verdict"].startswith("not measured")
+    assert table.loc["PLP MAE falls from step 0 to step 32", "runs"] >= 0
+    summary = report.predictors.set_index("predictor")
+    assert summary.loc[static_name("egtp"), "seeds"] == 2 and summary.loc[CONSTANT, "seeds"] == 1
+    assert (summary["runs"] == 140).all()  # every finished run scored out of fold (static rows at step 0)
+    assert set(report.by_scenario) == {"chat", "reasoning"}  # 70 prompts each: judged per scenario
+    assert stored_claims_table(store, "syn")["verdict"].tolist() == report.claims["verdict"].tolist()
+    assert claims_markdown(report.claims).count("\n") == len(table) + 1
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a stored fold was trained again")
+
+    with pytest.MonkeyPatch.context() as monkey:
+        monkey.setattr(cv_learners, "train_head", no_training)
+        monkey.setattr(cv_learners, "train_probe", no_training)
+        again = _report(store)  # every fold and seed is read back from the store
+    assert again.claims["difference"].equals(report.claims["difference"])
+
+    assert main(["claims", "--dataset", "syn", "--layer", str(L), "--probe-layer", str(L), "--folds", "3",
+                 "--seeds", "2", "--no-pia"]) == 0
     out = capsys.readouterr().out
-    assert "| claim | paper |" in out and "censored" in out
-    assert claims_markdown(claims_table(store, "syn", layer=SYNTHETIC_LAYER)).count("\n") == len(table) + 1
+    assert "Holm" in out and "## Predictors (out of fold)" in out and "not cross-validated: baseline" in out
+
+
+def test_out_of_fold_predictions_never_saw_the_conversation(store):
+    synthetic_dataset(store, "syn", n=60)
+    runs = cv_runs(store, "syn")
+    seen: dict[int, set] = {}
+
+    def spy(fold: Fold, on_progress):
+        seen[fold.fold] = set(fold.runs.loc[fold.mask("train") | fold.mask("val"), "group"])
+        return median_constant().fit_predict(fold, on_progress)
+
+    learner = crossval.Learner("spy", True, spy, seeds=1)
+    frame = oof_predictions(store, "syn", learner, folds=4, runs=runs)
+    assert set(frame["run_id"]) == set(runs["run_id"])
+    assert all(g not in seen[f] for g, f in zip(frame["group"], frame["fold"]))
+    assert (frame["fold"] == [fold_of(g, 4) for g in frame["group"]]).all()
+
+
+def test_median_constant_is_the_training_median_per_step(store):
+    synthetic_dataset(store, "syn", n=60)
+    runs = cv_runs(store, "syn")
+    fold = Fold(runs, 0, 3, 0)
+    pred = median_constant().fit_predict(fold, lambda *a: None)
+    train = runs.loc[fold.mask("train") | fold.mask("val"), "output_tokens"].to_numpy()
+    at0 = pred[pred["step"] == 0]["predicted"].unique()
+    assert at0.tolist() == [np.median(train)]
+    at5 = pred[pred["step"] == 5]["predicted"].unique()
+    assert at5.tolist() == [np.median(train[train > 5] - 5)]
+    assert set(pred["run_id"]) == set(runs.loc[fold.test, "run_id"])
+    assert isinstance(pred, pd.DataFrame) and store.results_frame(CLAIMS_KIND).empty

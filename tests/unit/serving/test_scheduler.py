@@ -15,9 +15,9 @@ from analysis.serving.engine import Simulator
 from analysis.serving.metrics import padding_ratio, summarize
 from analysis.serving.policies import QueuePolicy, RequestView
 from analysis.serving.predictors import NoisyOraclePredictor, StoredPredictor
-from lenscope.jobs.serving import SHARED_TRACES
+from lenscope.jobs.serving import SHIPPED_TRACES
 
-TRACES = SHARED_TRACES
+TRACES = SHIPPED_TRACES
 
 
 def random_trace(n: int = 400, qps: float = 60.0, seed: int = 0, max_out: int = 1500) -> pd.DataFrame:

@@ -18,10 +18,9 @@ from analysis.serving.traces import (
     trace_files,
     trace_hash,
 )
-from lenscope.jobs.serving import SHARED_TRACES, SHIPPED_TRACES, builtin_trace_files
+from lenscope.jobs.serving import SHIPPED_TRACES, SPLITWISE_PROFILE, builtin_trace_files
 
-TRACES = SHARED_TRACES  # optional: tests of its files are skipped on a clone without ../shared
-needs_shared = pytest.mark.skipif(not TRACES.is_dir(), reason="no ../shared/traces beside the repository")
+TRACES = SHIPPED_TRACES
 
 
 def test_azure_conversation_trace():
@@ -33,7 +32,6 @@ def test_azure_conversation_trace():
     assert 3000 < trace["arrival_s"].max() < 3700  # about one hour
 
 
-@needs_shared
 def test_llmservingsim_trace_in_seconds():
     trace = load_trace_file(TRACES / "sharegpt_llama31_8b_300_lengths.csv")
     raw = pd.read_csv(TRACES / "sharegpt_llama31_8b_300_lengths.csv")
@@ -111,7 +109,6 @@ def test_retime_filters_and_runs(store):
         from_runs(runs.iloc[:0], qps=1)
 
 
-@needs_shared
 def test_trace_discovery_skips_profiles():
     names = [p.name for p in trace_files(TRACES)]
     assert "AzureLLMInferenceTrace_conv.csv" in names and "sharegpt_llama31_8b_300_lengths.csv" in names
@@ -119,22 +116,21 @@ def test_trace_discovery_skips_profiles():
     assert trace_files(TRACES / "missing") == []
 
 
-def test_builtin_traces_are_shipped_with_their_license(tmp_path, monkeypatch):
-    """The built-in list works on a fresh clone (no ../shared) and prefers the shipped copies."""
-    import lenscope.jobs.serving as jobs
-
+def test_builtin_traces_are_shipped_with_their_license():
+    """Every file the app, the CLI's defaults and the tests read ships in data/traces with its source and license,
+    and the built-in list is exactly the shipped traces (the Splitwise profile is not a trace)."""
     shipped = trace_files(SHIPPED_TRACES)
-    assert [p.name for p in shipped] == ["AzureLLMInferenceTrace_code.csv", "AzureLLMInferenceTrace_conv.csv"]
-    readme = (SHIPPED_TRACES / "README.md").read_text()
-    assert "CC-BY-4.0" in readme and "Azure/AzurePublicDataset" in readme and "ContextTokens" in readme
-    assert all(p.stat().st_size < 5 * 2**20 for p in shipped)
-    monkeypatch.setattr(jobs, "SHARED_TRACES", tmp_path / "absent")
+    assert [p.name for p in shipped] == ["AzureLLMInferenceTrace_code.csv", "AzureLLMInferenceTrace_conv.csv",
+                                         "sharegpt_llama31_8b_300_lengths.csv"]
     assert builtin_trace_files() == shipped
-    (tmp_path / "extra.jsonl").write_text('{"timestamp": 0, "input_length": 3, "output_length": 2}\n')
-    (tmp_path / "AzureLLMInferenceTrace_conv.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
-    (tmp_path / "notes.jsonl").write_text("not json\n")
-    monkeypatch.setattr(jobs, "SHARED_TRACES", tmp_path)
-    assert builtin_trace_files() == [*shipped, tmp_path / "extra.jsonl"]
+    assert SPLITWISE_PROFILE.parent == SHIPPED_TRACES and SPLITWISE_PROFILE.is_file()
+    readme = (SHIPPED_TRACES / "README.md").read_text()
+    for name in [p.name for p in shipped] + [SPLITWISE_PROFILE.name]:
+        assert f"`{name}`" in readme
+    for source in ("Azure/AzurePublicDataset", "casys-kaist/LLMServingSim", "Mutinifni/splitwise-sim"):
+        assert source in readme
+    assert "CC-BY-4.0" in readme and readme.count("MIT") >= 2 and "ContextTokens" in readme
+    assert all(p.stat().st_size < 5 * 2**20 for p in [*shipped, SPLITWISE_PROFILE])
 
 
 MOONCAKE = (b'{"timestamp": 0, "input_length": 6755, "output_length": 500, "hash_ids": [0, 1, 2]}\n'

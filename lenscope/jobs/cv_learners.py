@@ -1,0 +1,203 @@
+"""The learners of the study's cross-validation: the median constant, the EGTP static heads (every pooling, the head
+options, the censoring-aware head), PLP, the target probe and the baselines.
+
+Every learner reads its inputs from one :class:`StudyInputs`, which computes each of them once for all runs of
+the dataset (pooled prompt features, encoder embeddings, probe states) and hands each fold its rows, so five
+folds times several seeds cost five times several trainings, not as many passes over the store.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from analysis.core.progress import Progress, no_progress
+from analysis.egtp.plp import plp_inputs, plp_steps
+from analysis.egtp.pooling import POOLINGS
+from analysis.egtp.training import HeadConfig, predict, train_head
+from analysis.outlets.probes import ProbeConfig, train_probe
+from cache.store import Store
+from lenscope.jobs.baselines import BASELINES, FITTERS, BaselineConfig, BaselineData, baseline_inputs
+from lenscope.jobs.crossval import MAX_STEP, Fold, Learner
+from lenscope.jobs.egtp import HEAD_VARIANTS
+from lenscope.jobs.features import run_features
+from lenscope.jobs.outlets import probe_samples
+from models.target import TargetModel
+
+CONSTANT = "median constant"
+CENSORING_AWARE = "censoring-aware head"
+
+
+def static_name(pooling: str, option: str | None = None) -> str:
+    """E.g. ``EGTP head (egtp pooling)`` or ``EGTP head (egtp pooling, linear bins)``."""
+    return f"EGTP head ({pooling} pooling{', ' + option if option else ''})"
+
+
+@dataclass
+class StudyInputs:
+    """Per-run inputs of one dataset's runs (``runs`` from :func:`lenscope.jobs.crossval.cv_runs`), computed on
+    first use and shared by every fold and seed."""
+
+    store: Store
+    runs: pd.DataFrame
+    layer: int
+    probe_layer: int
+    target: TargetModel | None = None
+    on_progress: Progress = no_progress
+    _baseline: dict = field(default_factory=dict)
+    generated: list[torch.Tensor] = field(default_factory=list)  # per run: the answer's prefix EGTP summaries
+
+    @cached_property
+    def pooled(self) -> dict[str, torch.Tensor]:
+        """Prompt poolings [N, d] per pooling; fills :attr:`generated` on the way."""
+        prompts: dict[str, list] = {p: [] for p in POOLINGS}
+        self.generated = []
+        for i, row in enumerate(self.runs.itertuples()):
+            feats = run_features(self.store, int(row.run_id), self.layer, 1.0)
+            for p in POOLINGS:
+                prompts[p].append(feats[f"prompt.{p}"].float())
+            self.generated.append(feats["generated.egtp"][:None if row.finished else MAX_STEP + 1].half())
+            self.on_progress(i + 1, len(self.runs), f"pooled features (layer {self.layer})")
+        return {p: torch.stack(v) for p, v in prompts.items()}
+
+    @cached_property
+    def probe_states(self) -> list[tuple[torch.Tensor, np.ndarray]]:
+        """Per run: the probe layer's state at the last visible position of every decoding step (of the first
+        :data:`MAX_STEP` + 1 for a censored run, which is only ever tested), and the steps."""
+        out = []
+        for i, row in enumerate(self.runs.itertuples()):
+            run = self.store.load_run(int(row.run_id), layers=[self.probe_layer])
+            states, steps, _ = probe_samples(run, self.probe_layer, None if row.finished else MAX_STEP)
+            out.append((states.half(), steps))
+            self.on_progress(i + 1, len(self.runs), f"probe states (layer {self.probe_layer})")
+        return out
+
+    def baseline(self, name: str, cfg: BaselineConfig) -> torch.Tensor | list[str]:
+        key = "trail" if name == "trail" else "pia" if name == "pia" else "encoder"
+        if key not in self._baseline:
+            self._baseline[key] = baseline_inputs(self.store, name, self.runs, cfg, self.target, self.on_progress)
+        return self._baseline[key]
+
+    @cached_property
+    def lengths(self) -> torch.Tensor:
+        return torch.tensor(self.runs["output_tokens"].to_numpy(), dtype=torch.float32)
+
+
+def _static_frame(runs: pd.DataFrame, rows: np.ndarray, predicted) -> pd.DataFrame:
+    return pd.DataFrame({"run_id": runs["run_id"].to_numpy()[rows], "step": 0, "predicted": np.asarray(predicted)})
+
+
+def median_constant() -> Learner:
+    """At step t, the median remaining length of the training folds' finished runs still generating at t."""
+    def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
+        train = fold.runs.loc[fold.mask("train") | fold.mask("val"), "output_tokens"].to_numpy()
+        medians = {t: float(np.median(train[train > t] - t)) for t in range(MAX_STEP + 1) if (train > t).any()}
+        test = fold.runs[fold.test]
+        rows = [(rid, t, medians[t]) for rid, length in zip(test["run_id"], test["output_tokens"])
+                for t in plp_steps(int(length), MAX_STEP) if t in medians]
+        return pd.DataFrame(rows, columns=["run_id", "step", "predicted"])
+
+    return Learner(CONSTANT, dynamic=True, fit_predict=fit, config={"statistic": "median"}, seeds=1)
+
+
+def static_head(inputs: StudyInputs, pooling: str, config: HeadConfig, option: str | None = None) -> Learner:
+    """An EGTP soft-label head on one pooling of the prompt (``config`` carries the head options)."""
+    def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
+        x, y = inputs.pooled[pooling], inputs.lengths
+        aware = config.censoring == "aware"
+        tr, va = (fold.mask(role, finished_only=not aware) for role in ("train", "val"))
+        censored = torch.as_tensor(fold.runs["censored"].to_numpy())
+        extra = {"censored_train": censored[tr], "censored_val": censored[va]} if aware else {}
+        res = train_head(x[tr], y[tr], x[va], y[va], replace(config, seed=fold.seed),
+                         lambda e, n, row: on_progress(e, n, "training"), **extra)
+        return _static_frame(fold.runs, fold.test, predict(res.head, x[fold.test]))
+
+    return Learner(static_name(pooling, option), dynamic=False, fit_predict=fit,
+                   config={"pooling": pooling, "layer": inputs.layer, "head": asdict(config)}, seeds=5)
+
+
+def plp_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
+    """PLP on the EGTP-pooled prompt and the answer's prefix summary, trained on every step of the training runs,
+    validated and tested on steps 0..:data:`MAX_STEP`."""
+    def samples(rows: np.ndarray, last: int | None) -> tuple[torch.Tensor, np.ndarray, np.ndarray, np.ndarray]:
+        prompt, xs, steps, run_ids, remaining = inputs.pooled["egtp"], [], [], [], []
+        for i in np.flatnonzero(rows):
+            length = int(inputs.runs["output_tokens"].iloc[i])
+            t = plp_steps(length, last)
+            xs.append(plp_inputs(prompt[i], inputs.generated[i].float(), t))
+            steps.append(t)
+            run_ids.append(np.full(len(t), int(inputs.runs["run_id"].iloc[i])))
+            remaining.append(length - t)
+        return torch.cat(xs), np.concatenate(steps), np.concatenate(run_ids), np.concatenate(remaining)
+
+    def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
+        x_tr, _, _, y_tr = samples(fold.mask("train"), None)
+        x_va, _, _, y_va = samples(fold.mask("val"), MAX_STEP)
+        res = train_head(x_tr, torch.as_tensor(y_tr, dtype=torch.float32), x_va,
+                         torch.as_tensor(y_va, dtype=torch.float32), replace(config, seed=fold.seed),
+                         lambda e, n, row: on_progress(e, n, "training"))
+        x_te, t_te, r_te, _ = samples(fold.test, MAX_STEP)
+        return pd.DataFrame({"run_id": r_te, "step": t_te, "predicted": predict(res.head, x_te)})
+
+    return Learner("PLP", dynamic=True, fit_predict=fit, config={"layer": inputs.layer, "head": asdict(config)})
+
+
+def probe_learner(inputs: StudyInputs, epochs: int) -> Learner:
+    """The TRAIL-style MLP probe on the target's states at the probe layer, every step of the training runs."""
+    def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
+        lengths = fold.runs["output_tokens"].to_numpy()
+        train = np.flatnonzero(fold.mask("train") | fold.mask("val"))
+        x = torch.cat([inputs.probe_states[i][0] for i in train]).float()
+        remaining = torch.as_tensor(np.concatenate([lengths[i] - inputs.probe_states[i][1] for i in train]))
+        probe = train_probe(x, remaining, ProbeConfig(in_dim=x.shape[1], layer=inputs.probe_layer), epochs=epochs,
+                            seed=fold.seed, on_epoch=lambda e, loss: on_progress(e, epochs, "training"))
+        frames = []
+        for i in np.flatnonzero(fold.test):
+            states, steps = inputs.probe_states[i]
+            keep = steps <= MAX_STEP
+            frames.append(pd.DataFrame({"run_id": int(fold.runs["run_id"].iloc[i]), "step": steps[keep],
+                                        "predicted": probe.predict(states[torch.as_tensor(keep)].float()).numpy()}))
+        return pd.concat(frames, ignore_index=True)
+
+    return Learner(f"target probe (layer {inputs.probe_layer})", dynamic=True, fit_predict=fit,
+                   config={"layer": inputs.probe_layer, "epochs": epochs, "mode": "regression"})
+
+
+def baseline_learner(inputs: StudyInputs, name: str, cfg: BaselineConfig | None = None) -> Learner:
+    """One baseline of :mod:`lenscope.jobs.baselines`, trained on the fold's training runs (PiA only reads its
+    fallback median there: it is deterministic, one seed)."""
+    cfg = cfg or BaselineConfig()
+
+    def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
+        x = inputs.baseline(name, cfg)
+        masks = {"train": fold.mask("train"), "val": fold.mask("val"), "test": fold.test}
+        data = BaselineData(fold.runs.assign(split=fold.roles), inputs.lengths,
+                            {k: torch.as_tensor(v) for k, v in masks.items()})
+        with tempfile.TemporaryDirectory() as out:
+            fitted = FITTERS[name](x, data, replace(cfg, seed=fold.seed), Path(out), on_progress)
+        return _static_frame(fold.runs, fold.test, fitted.predicted[fold.test])
+
+    return Learner(f"baseline {name}", dynamic=False, fit_predict=fit, config=asdict(cfg),
+                   seeds=1 if name == "pia" else 3)
+
+
+def study_learners(inputs: StudyInputs, head_epochs: int = 60, probe_epochs: int = 30,
+                   baselines: Sequence[str] = BASELINES) -> dict[str, Learner]:
+    """Every learner the claims read, by name (PiA only when ``inputs`` has the target model)."""
+    head = HeadConfig(epochs=head_epochs)
+    learners = [median_constant()]
+    learners += [static_head(inputs, p, head) for p in POOLINGS]
+    learners += [static_head(inputs, "egtp", replace(head, **overrides), option)
+                 for option, overrides in HEAD_VARIANTS.items()]
+    learners.append(static_head(inputs, "egtp", replace(head, censoring="aware"), CENSORING_AWARE))
+    learners.append(plp_learner(inputs, HeadConfig(epochs=max(2, head_epochs // 4), batch_size=64)))
+    learners.append(probe_learner(inputs, probe_epochs))
+    learners += [baseline_learner(inputs, b) for b in baselines if b != "pia" or inputs.target is not None]
+    return {learner.name: learner for learner in learners}

@@ -1,0 +1,81 @@
+"""Effect-size verdicts (every label, each boundary), Holm's levels, and the bootstrap over prompts and seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis.core.metrics import seeded_bootstrap
+from analysis.core.verdicts import (
+    CONTRADICTED,
+    INCONCLUSIVE,
+    MIN_PROMPTS,
+    REPRODUCED,
+    RULED_OUT,
+    effect_verdict,
+    holm_levels,
+    scaled_effect,
+)
+
+PAPER = -20.0  # the paper's effect in our tokens: A is 20 tokens better
+
+
+@pytest.mark.parametrize("lo, hi, n, paper, expected", [
+    (-30.0, -5.0, 200, PAPER, REPRODUCED),
+    (-30.0, -1e-9, 200, PAPER, REPRODUCED),          # just below 0
+    (-30.0, 0.0, 200, PAPER, INCONCLUSIVE),          # touches 0, includes the paper's effect
+    (2.0, 9.0, 200, PAPER, CONTRADICTED),
+    (1e-9, 9.0, 200, PAPER, CONTRADICTED),           # just above 0
+    (-8.0, 6.0, 200, PAPER, RULED_OUT),              # includes 0, excludes -20
+    (-19.999, 6.0, 200, PAPER, RULED_OUT),           # just inside the paper's effect
+    (-20.0, 6.0, 200, PAPER, INCONCLUSIVE),          # reaches the paper's effect exactly
+    (-25.0, 6.0, 200, PAPER, INCONCLUSIVE),
+    (-8.0, 6.0, 200, None, INCONCLUSIVE),            # the paper gives no number
+    (-3.0, 6.0, 200, 5.0, INCONCLUSIVE),             # a positive paper effect inside the CI
+    (-3.0, 4.0, 200, 5.0, RULED_OUT),                # ... and outside it
+    (-30.0, -5.0, MIN_PROMPTS, PAPER, REPRODUCED),   # 50 prompts: judged
+    (-30.0, -5.0, MIN_PROMPTS - 1, PAPER, "too few prompts to judge (n = 49)"),
+    (-8.0, 6.0, 14, PAPER, "too few prompts to judge (n = 14)"),
+])
+def test_effect_verdict_labels_and_boundaries(lo, hi, n, paper, expected):
+    assert effect_verdict(lo, hi, n, paper) == expected
+
+
+def test_paper_effect_is_scaled_to_our_mae():
+    assert scaled_effect(-0.135, 150.0) == pytest.approx(-20.25)
+    assert scaled_effect(None, 150.0) is None
+
+
+def test_holm_levels_step_down_and_stop():
+    levels = holm_levels([0.001, 0.04, 0.012, np.nan, 0.3], alpha=0.05)
+    # ranks: 0.001 (1 - 0.05/4), 0.012 (1 - 0.05/3), 0.04 > 0.05/2 stops: it and 0.3 keep 1 - 0.05/2
+    assert levels[0] == pytest.approx(1 - 0.05 / 4)
+    assert levels[2] == pytest.approx(1 - 0.05 / 3)
+    assert levels[1] == pytest.approx(1 - 0.05 / 2) and levels[4] == pytest.approx(1 - 0.05 / 2)
+    assert np.isnan(levels[3])
+    assert holm_levels([0.01], 0.05)[0] == pytest.approx(0.95)
+
+
+def _errors(rng, n_rows, seeds, seed_sd):
+    base = rng.gamma(2.0, 50.0, n_rows)
+    return np.stack([base + rng.normal(0, seed_sd) for _ in range(seeds)])
+
+
+def test_seeded_bootstrap_carries_seed_spread_and_clusters():
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(300), 2)  # two rows per conversation
+    a_still = _errors(rng, 600, 5, 0.0)
+    a_noisy = a_still + rng.normal(0, 20.0, (5, 1))  # the same rows, each training seed shifted
+    b = _errors(rng, 600, 1, 0.0)
+    still = seeded_bootstrap([(a_still, 1), (b, -1)], groups)
+    noisy = seeded_bootstrap([(a_noisy, 1), (b, -1)], groups)
+    width = lambda d: np.subtract(*d.ci()[::-1])  # noqa: E731
+    assert width(noisy) > width(still) * 1.5  # seed-to-seed spread widens the CI
+    assert still.n == 300 and still.value == pytest.approx(a_still.mean() - b.mean())
+    one = seeded_bootstrap([(a_still[:1], 1)], groups)
+    assert one.value == pytest.approx(a_still[0].mean()) and one.ci()[0] < one.value < one.ci()[1]
+    shifted = seeded_bootstrap([(b + 10.0, 1), (b, -1)], groups)
+    assert shifted.value == pytest.approx(10.0) and shifted.p_value() <= 2 / len(shifted.draws)
+    assert 0.2 < seeded_bootstrap([(a_still[:1], 1), (a_still[:1], -1)], groups).p_value() <= 1.0
+    with pytest.raises(ValueError, match="groups"):
+        seeded_bootstrap([(b, 1)], groups[:10])
