@@ -10,12 +10,12 @@ from analysis.core.progress import no_progress
 from analysis.data.prompts import PromptItem
 from cache.store import Store
 from lenscope.cli import main
+from lenscope.jobs.claims import CLAIMS_KIND
 from lenscope.jobs.collect import CollectReport, collect_dataset
 from lenscope.jobs.datasets import dataset_counts
 from lenscope.jobs.generations import export_generations, read_generations, sample_prompts_of
 from lenscope.jobs.report import study_report
 from lenscope.jobs.study import (
-    CLAIMS_KIND,
     SIZES,
     ShippedSample,
     collection_text,
