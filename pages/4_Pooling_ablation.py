@@ -29,8 +29,8 @@ if dataset is not None:
         ours = pd.DataFrame(result["rows"])
         st.subheader(f"Ours: {dataset}, layer {layer}, alpha {alpha}")
         st.dataframe(ablation_pivot(result["rows"]))
-        st.caption(f"Test MAE in tokens [95% bootstrap CI over prompts]; constant train-mean baseline: "
-                   f"{result['constant_mean_mae']:.2f}. Test runs per scenario: "
+        st.caption(f"Test MAE in tokens [95% bootstrap CI over prompts]; constant train-median baseline: "
+                   f"{result['constant_mae']:.2f}. Test runs per scenario: "
                    f"{ours.groupby('scenario')['n'].first().to_dict()}.")
         show_figure(pooling_ablation_figure(ours, PAPER_ABLATION), "pooling-ablation")
         if result.get("paired"):

@@ -63,7 +63,7 @@ st.caption("`runs`: predictions behind the `all` column (a predictor trained on 
 st.download_button("Download table (CSV)", scores.to_csv(index=False), f"results-{dataset}-{split}-step{step}.csv",
                    "text/csv", key="dl_scores")
 st.subheader("Against the constant reference, with 95% CIs")
-st.caption("MAE with its bootstrap CI over prompts, and the paired difference to the constant train mean of this "
+st.caption("MAE with its bootstrap CI over prompts, and the paired difference to the constant train median of this "
            "step on the same runs (negative: better; a CI that excludes 0 is supported by these runs).")
 st.dataframe(comparison_table(scores, paired_vs_reference(rows)), hide_index=True)
 

@@ -66,14 +66,6 @@ def estimate_text(est: Mapping | None, signed: bool = False, digits: int = 2, mi
     return ci_text(est["value"], est["lo"], est["hi"], signed, digits)
 
 
-PAIRED_VERDICTS = ("first better", "second better", "not distinguishable")
-
-
-def difference_verdict(lo: float, hi: float, below: str, above: str, neither: str) -> str:
-    """``below`` when the whole CI of a difference is under 0, ``above`` when it is over 0, else ``neither``."""
-    return below if hi < 0 else above if lo > 0 else neither
-
-
 @dataclass(frozen=True)
 class Estimate:
     """A statistic with its bootstrap confidence interval and the number of units resampled (prompts)."""
@@ -223,9 +215,10 @@ DYNAMIC_STEPS = 32  # dynamic MAE: remaining length at steps 0..DYNAMIC_STEPS
 
 
 def _per_step_constant(train: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
-    """The constant reference for ``rows``: the train split's mean true value at the same step."""
-    means = train.groupby("step")["true"].mean()
-    return rows["step"].map(means).to_numpy(dtype=float)
+    """The constant reference for ``rows``: the train split's median true value at the same step (the best
+    constant for MAE)."""
+    medians = train.groupby("step")["true"].median()
+    return rows["step"].map(medians).to_numpy(dtype=float)
 
 
 def prediction_metrics(frame: pd.DataFrame, dynamic_steps: int = DYNAMIC_STEPS) -> dict:
@@ -234,7 +227,7 @@ def prediction_metrics(frame: pd.DataFrame, dynamic_steps: int = DYNAMIC_STEPS) 
 
     On the evaluation split (test, else val, else train for tiny datasets): static MAE (step 0) and dynamic MAE
     (steps 0..``dynamic_steps``, when the predictor has later steps), each with a bootstrap 95% CI over prompts,
-    the constant reference (the train split's mean true value at each step) and the paired difference to it
+    the constant reference (the train split's median true value at each step) and the paired difference to it
     with its CI; MAE per split and per scenario and Kendall tau at step 0; run counts per split.
     """
     eval_split = evaluation_split(frame["split"])

@@ -33,6 +33,17 @@ def too_few_prompts(n: int, minimum: int = MIN_PROMPTS) -> str | None:
     return f"too few prompts to judge (n = {n})" if n < minimum else None
 
 
+PAIRED_LABELS = ("first better", "second better", "not distinguishable")
+
+
+def paired_verdict(lo: float, hi: float, n_prompts: int, labels: Sequence[str] = PAIRED_LABELS,
+                   minimum: int = MIN_PROMPTS) -> str:
+    """A paired difference's plain reading, no paper effect to weigh: ``labels`` = (whole CI under 0, whole CI
+    over 0, neither), or too few prompts to judge under ``minimum`` prompts."""
+    below, above, neither = labels
+    return too_few_prompts(n_prompts, minimum) or (below if hi < 0 else above if lo > 0 else neither)
+
+
 def effect_verdict(lo: float, hi: float, n_prompts: int, paper_effect: float | None = None,
                    minimum: int = MIN_PROMPTS) -> str:
     """The label of a claim ``A < B`` from the CI [lo, hi] of MAE(A) - MAE(B) over ``n_prompts`` prompts and the

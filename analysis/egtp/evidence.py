@@ -27,6 +27,7 @@ from scipy.stats import rankdata
 from analysis.core.metrics import Estimate, bootstrap_correlation, bootstrap_mean
 from analysis.core.progress import Progress, no_progress
 from analysis.core.soft_label_head import SoftLabelHead
+from analysis.core.verdicts import too_few_prompts
 from analysis.egtp.attention_head import AttentionPoolingHead
 from analysis.egtp.controls import (
     RunTokens,
@@ -171,6 +172,9 @@ def verdict(table: pd.DataFrame, paper_r: float = 0.451, head: str | None = None
     if "run-normalised" not in rows.index or not np.isfinite(rows.loc["run-normalised", "pearson"]):
         return f"{label}: not testable (importance does not vary within runs)"
     obs, null = rows.loc["run-normalised"], rows.loc["permutation null"]
+    few = too_few_prompts(int(obs.n_runs))
+    if few:
+        return f"{label}: {few} ({_ci(obs)}; the paper reports {paper_r:.3f})"
     against = f"{_ci(obs)}; permutation null [{null.pearson_lo:.3f}, {null.pearson_hi:.3f}]"
     if obs.pearson_lo > null.pearson_hi:
         rel = "below" if obs.pearson_hi < paper_r else "above" if obs.pearson_lo > paper_r else "consistent with"

@@ -17,7 +17,7 @@ from analysis.data.scenarios import SCENARIOS
 
 FRAME_COLUMNS = ["predictor_id", "predictor", "family", "dataset", "run_id", "prompt_id", "scenario", "step",
                  "predicted", "true", "split"]
-REFERENCE = "constant (train mean)"
+REFERENCE = "constant (train median)"
 ALL = "all"
 UNLABELLED = "unlabelled"
 N_BOOT = 1000
@@ -31,10 +31,10 @@ def attach_runs(predictions: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def constant_mean_predictions(runs: pd.DataFrame, steps=(0,)) -> pd.DataFrame:
+def constant_predictions(runs: pd.DataFrame, steps=(0,)) -> pd.DataFrame:
     """The reference predictor, per decoding step ``t``: every run still generating after ``t`` tokens is
-    predicted the mean remaining length ``L - t`` of the training runs still generating (step 0: the mean
-    output length). It sees the step count, as PLP, probes and drafters do.
+    predicted the median remaining length ``L - t`` of the training runs still generating (step 0: the median
+    output length, the best constant for MAE). It sees the step count, as PLP, probes and drafters do.
 
     ``runs`` has columns run_id, prompt_id, scenario, output_tokens, split (and optionally dataset)."""
     parts = []
@@ -48,7 +48,7 @@ def constant_mean_predictions(runs: pd.DataFrame, steps=(0,)) -> pd.DataFrame:
             "predictor_id": -1, "predictor": REFERENCE, "family": "reference",
             "dataset": alive.get("dataset", ""), "run_id": alive["run_id"],
             "prompt_id": alive["prompt_id"], "scenario": alive["scenario"], "step": step,
-            "predicted": float(train.mean()), "true": alive["output_tokens"].astype(float) - step,
+            "predicted": float(train.median()), "true": alive["output_tokens"].astype(float) - step,
             "split": alive["split"],
         })[FRAME_COLUMNS])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FRAME_COLUMNS)

@@ -8,7 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis.core.metrics import PAIRED_VERDICTS, ci_text, difference_verdict
+from analysis.core.metrics import ci_text
+from analysis.core.verdicts import paired_verdict, too_few_prompts
 
 
 def token_bars(tokens: Sequence[str], entropy: Sequence[float], importance: Sequence[float],
@@ -76,10 +77,12 @@ def pooling_ablation_figure(ours: pd.DataFrame, paper: pd.DataFrame) -> go.Figur
 
 
 def attribution_table(summaries: list[dict], paper_pearson: float) -> pd.DataFrame:
-    """One row per head: gradient path, Pearson r with its 95% CI, Spearman, sample sizes; then the paper."""
+    """One row per head: gradient path, Pearson r with its 95% CI, Spearman, sample sizes (too few prompts to
+    judge said as such); then the paper."""
     rows = [{"head": s["head"], "gradient path": s["path"], "Pearson r": round(s["pearson"], 3),
              "95% CI": f"[{s['pearson_ci'][0]:.3f}, {s['pearson_ci'][1]:.3f}]",
-             "Spearman": round(s["spearman"], 3), "tokens": s["n_tokens"], "runs": s["n_runs"]} for s in summaries]
+             "Spearman": round(s["spearman"], 3), "tokens": s["n_tokens"], "runs": s["n_runs"],
+             "note": too_few_prompts(s["n_runs"]) or ""} for s in summaries]
     return pd.DataFrame(rows + [{"head": "paper (EGTP)", "Pearson r": paper_pearson}])
 
 
@@ -100,7 +103,7 @@ def paired_table(paired: list[dict]) -> pd.DataFrame:
     """Paired differences (first minus second, test MAE) with their 95% CI and a plain verdict."""
     return pd.DataFrame([{"comparison": p["comparison"], "difference [95% CI]": ci_text(
         p["difference"], p["lo"], p["hi"], signed=True), "prompts": p["prompts"],
-        "verdict": difference_verdict(p["lo"], p["hi"], *PAIRED_VERDICTS)}
+        "verdict": paired_verdict(p["lo"], p["hi"], p["prompts"])}
         for p in paired])
 
 

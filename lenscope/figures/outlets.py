@@ -9,7 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis.core.metrics import PAIRED_VERDICTS, ci_text, difference_verdict, mae_by_step
+from analysis.core.metrics import ci_text, mae_by_step
+from analysis.core.verdicts import paired_verdict
 
 
 def remaining_curves_figure(curves: pd.DataFrame, title: str = "Remaining length of this generation",
@@ -77,5 +78,6 @@ def paired_comparison_table(comparisons: list[dict]) -> pd.DataFrame:
     """Paired MAE differences between two predictors on the same runs and steps, with a plain verdict."""
     return pd.DataFrame([{"comparison": f"{c['first']} - {c['second']}", "steps": c["steps"],
                           "difference [95% CI]": ci_text(c["difference"], c["lo"], c["hi"], signed=True),
-                          "runs": c["runs"], "verdict": difference_verdict(c["lo"], c["hi"], *PAIRED_VERDICTS)}
+                          "prompts": c["prompts"], "runs": c["runs"],
+                          "verdict": paired_verdict(c["lo"], c["hi"], c["prompts"])}
                          for c in comparisons])

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis.core.metrics import ci_text, difference_verdict
+from analysis.core.metrics import ci_text
+from analysis.core.verdicts import paired_verdict
 from analysis.results.leaderboard import ALL, scenario_order
 
 
@@ -80,7 +81,7 @@ def comparison_table(scores: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame
         if not match.empty:
             d = match.iloc[0]
             item["vs constant [95% CI]"] = ci_text(d.difference, d.diff_lo, d.diff_hi, signed=True)
-            item["verdict"] = difference_verdict(d.diff_lo, d.diff_hi, "better than constant",
-                                                 "worse than constant", "not distinguishable from constant")
+            item["verdict"] = paired_verdict(d.diff_lo, d.diff_hi, int(row.prompts), (
+                "better than constant", "worse than constant", "not distinguishable from constant"))
         out.append(item)
     return pd.DataFrame(out)

@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.core.metrics import estimate_text
+from analysis.core.verdicts import paired_verdict
 
 NO_LOSS = ("OUTLETS accepts less: the paper's no-loss claim is not reproduced",
            "OUTLETS accepts more", "no difference detected: consistent with the paper's no-loss claim")
@@ -62,7 +63,7 @@ def acceptance_difference_table(difference: Mapping | None) -> pd.DataFrame:
     out = []
     for what, est in rows:
         defined = est.get("lo") is not None
-        verdict = "" if not defined else (NO_LOSS[0] if est["hi"] < 0 else NO_LOSS[1] if est["lo"] > 0 else NO_LOSS[2])
+        verdict = paired_verdict(est["lo"], est["hi"], int(est.get("n") or 0), NO_LOSS) if defined else ""
         out.append({"measure": what, f"{first} - {second} [95% CI]": estimate_text(est, signed=True),
                     "prompts": est.get("n"),
                     "verdict": verdict})

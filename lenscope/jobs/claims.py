@@ -21,7 +21,7 @@ import pandas as pd
 from analysis.core.metrics import BootstrapDraws, ci_text, clipped_errors, seeded_bootstrap
 from analysis.core.progress import Progress, no_progress
 from analysis.core.splits import FOLDS
-from analysis.core.verdicts import effect_verdict, holm_levels, scaled_effect, too_few_prompts
+from analysis.core.verdicts import MIN_PROMPTS, effect_verdict, holm_levels, scaled_effect
 from cache.store import Store
 from lenscope.jobs.baselines import BASELINES
 from lenscope.jobs.crossval import MAX_STEP, cv_runs, oof_predictions, runs_digest
@@ -189,7 +189,7 @@ def judge(specs: Sequence[ClaimSpec], scored: dict[str, Scored], scenario: str |
 
 def _holm(table: pd.DataFrame, alpha: float) -> pd.DataFrame:
     """Holm-adjusted CIs and the verdicts of the judged rows (too few prompts: no verdict, not in the family)."""
-    judged = table["difference"].notna() & (table["prompts"] >= 50)
+    judged = table["difference"].notna() & (table["prompts"] >= MIN_PROMPTS)
     p = np.where(judged, table["p_value"].astype(float), np.nan)
     table["level"] = holm_levels(p, alpha)
     for i in table.index:
@@ -346,8 +346,10 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 
 def stored_claims(store: Store, dataset: str) -> dict | None:
-    """The claims payload last stored for ``dataset``."""
-    return store.get_result(CLAIMS_KIND, {"dataset": dataset})
+    """The claims payload last stored for ``dataset`` (None for one judged before cross-validation, on one
+    split: its verdicts do not read the number of prompts)."""
+    payload = store.get_result(CLAIMS_KIND, {"dataset": dataset})
+    return payload if payload is not None and "folds" in payload.get("config", {}) else None
 
 
 def stored_claims_table(store: Store, dataset: str, scenario: str | None = None) -> pd.DataFrame | None:
@@ -400,8 +402,3 @@ def claims_markdown(table: pd.DataFrame) -> str:
                      f"{clipped} | {c.verdict} |")
     return "\n".join(lines)
 
-
-def verdict_text(claim: dict) -> str:
-    """A stored claim's verdict, or ``too few prompts to judge (n = N)`` for a claim stored before that rule."""
-    few = too_few_prompts(int(claim.get("prompts") or 0))
-    return few if few and claim.get("difference") is not None else claim["verdict"]

@@ -86,9 +86,9 @@ def _fold_predictions(store: Store, dataset: str, learner: Learner, fold: Fold, 
                       on_progress: Progress) -> pd.DataFrame:
     def compute() -> dict[str, torch.Tensor]:
         frame = learner.fit_predict(fold, on_progress)
-        return {"run_id": torch.as_tensor(frame["run_id"].to_numpy(dtype=np.int64)),
-                "step": torch.as_tensor(frame["step"].to_numpy(dtype=np.int64)),
-                "predicted": torch.as_tensor(frame["predicted"].to_numpy(dtype=np.float64))}
+        return {"run_id": torch.tensor(frame["run_id"].to_numpy(dtype=np.int64)),
+                "step": torch.tensor(frame["step"].to_numpy(dtype=np.int64)),
+                "predicted": torch.tensor(frame["predicted"].to_numpy(dtype=np.float64))}
 
     config = {"dataset": dataset, "runs": digest, "learner": learner.name, "learner_config": learner.config,
               "folds": fold.folds, "fold": fold.fold, "seed": fold.seed}

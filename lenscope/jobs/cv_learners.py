@@ -1,8 +1,10 @@
 """The learners of the study's cross-validation: the median constant, the EGTP static heads (every pooling, the head
-options, the censoring-aware head), PLP, the target probe and the baselines.
+options, the censoring-aware head), the attribution's attention-pooling head, PLP, the target probe and the
+baselines.
 
 Every learner reads its inputs from one :class:`StudyInputs`, which computes each of them once for all runs of
-the dataset (pooled prompt features, encoder embeddings, probe states) and hands each fold its rows, so five
+the dataset (pooled prompt features, prompt states, encoder embeddings, probe states) and hands each fold its
+rows, so five
 folds times several seeds cost five times several trainings, not as many passes over the store.
 """
 
@@ -19,6 +21,7 @@ import pandas as pd
 import torch
 
 from analysis.core.progress import Progress, no_progress
+from analysis.egtp.attention_head import predict_runs, train_attention_head
 from analysis.egtp.plp import plp_inputs, plp_steps
 from analysis.egtp.pooling import POOLINGS
 from analysis.egtp.training import HeadConfig, predict, train_head
@@ -32,6 +35,7 @@ from lenscope.jobs.outlets import probe_samples
 from models.target import TargetModel
 
 CONSTANT = "median constant"
+ATTENTION = "attention pooling head (learned)"
 CENSORING_AWARE = "censoring-aware head"
 
 
@@ -52,20 +56,38 @@ class StudyInputs:
     target: TargetModel | None = None
     on_progress: Progress = no_progress
     _baseline: dict = field(default_factory=dict)
-    generated: list[torch.Tensor] = field(default_factory=list)  # per run: the answer's prefix EGTP summaries
 
     @cached_property
-    def pooled(self) -> dict[str, torch.Tensor]:
-        """Prompt poolings [N, d] per pooling; fills :attr:`generated` on the way."""
+    def _features(self) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+        """One pass over the stored features: prompt poolings [N, d] per pooling, and per run the EGTP summaries
+        of the answer's prefixes (the first :data:`MAX_STEP` + 1 of a censored run)."""
         prompts: dict[str, list] = {p: [] for p in POOLINGS}
-        self.generated = []
+        generated = []
         for i, row in enumerate(self.runs.itertuples()):
             feats = run_features(self.store, int(row.run_id), self.layer, 1.0)
             for p in POOLINGS:
                 prompts[p].append(feats[f"prompt.{p}"].float())
-            self.generated.append(feats["generated.egtp"][:None if row.finished else MAX_STEP + 1].half())
+            generated.append(feats["generated.egtp"][:None if row.finished else MAX_STEP + 1].half())
             self.on_progress(i + 1, len(self.runs), f"pooled features (layer {self.layer})")
-        return {p: torch.stack(v) for p, v in prompts.items()}
+        return {p: torch.stack(v) for p, v in prompts.items()}, generated
+
+    @property
+    def pooled(self) -> dict[str, torch.Tensor]:
+        return self._features[0]
+
+    @property
+    def generated(self) -> list[torch.Tensor]:
+        return self._features[1]
+
+    @cached_property
+    def prompt_states(self) -> list[torch.Tensor]:
+        """Per run: the prompt's content states [T, d] at the head layer, what the attention-pooling head reads."""
+        out = []
+        for i, row in enumerate(self.runs.itertuples()):
+            run = self.store.load_run(int(row.run_id), layers=[self.layer])
+            out.append(run.features.hidden[self.layer][run.content_start:run.prompt_len].half())
+            self.on_progress(i + 1, len(self.runs), f"prompt states (layer {self.layer})")
+        return out
 
     @cached_property
     def probe_states(self) -> list[tuple[torch.Tensor, np.ndarray]]:
@@ -113,7 +135,7 @@ def static_head(inputs: StudyInputs, pooling: str, config: HeadConfig, option: s
         x, y = inputs.pooled[pooling], inputs.lengths
         aware = config.censoring == "aware"
         tr, va = (fold.mask(role, finished_only=not aware) for role in ("train", "val"))
-        censored = torch.as_tensor(fold.runs["censored"].to_numpy())
+        censored = torch.tensor(fold.runs["censored"].to_numpy(dtype=bool))
         extra = {"censored_train": censored[tr], "censored_val": censored[va]} if aware else {}
         res = train_head(x[tr], y[tr], x[va], y[va], replace(config, seed=fold.seed),
                          lambda e, n, row: on_progress(e, n, "training"), **extra)
@@ -121,6 +143,19 @@ def static_head(inputs: StudyInputs, pooling: str, config: HeadConfig, option: s
 
     return Learner(static_name(pooling, option), dynamic=False, fit_predict=fit,
                    config={"pooling": pooling, "layer": inputs.layer, "head": asdict(config)}, seeds=5)
+
+
+def attention_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
+    """The attribution's attention-pooling head (no entropy in its path) on the prompt's states."""
+    def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
+        states, y = inputs.prompt_states, inputs.lengths
+        tr, va = (np.flatnonzero(fold.mask(role)) for role in ("train", "val"))
+        res = train_attention_head([states[i] for i in tr], y[tr], [states[i] for i in va], y[va],
+                                   replace(config, seed=fold.seed), lambda e, n, row: on_progress(e, n, "training"))
+        test = [states[i] for i in np.flatnonzero(fold.test)]
+        return _static_frame(fold.runs, fold.test, predict_runs(res.head, test))
+
+    return Learner(ATTENTION, dynamic=False, fit_predict=fit, config={"layer": inputs.layer, "head": asdict(config)})
 
 
 def plp_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
@@ -197,6 +232,7 @@ def study_learners(inputs: StudyInputs, head_epochs: int = 60, probe_epochs: int
     learners += [static_head(inputs, "egtp", replace(head, **overrides), option)
                  for option, overrides in HEAD_VARIANTS.items()]
     learners.append(static_head(inputs, "egtp", replace(head, censoring="aware"), CENSORING_AWARE))
+    learners.append(attention_learner(inputs, replace(head, epochs=max(2, head_epochs // 2))))
     learners.append(plp_learner(inputs, HeadConfig(epochs=max(2, head_epochs // 4), batch_size=64)))
     learners.append(probe_learner(inputs, probe_epochs))
     learners += [baseline_learner(inputs, b) for b in baselines if b != "pia" or inputs.target is not None]

@@ -126,9 +126,9 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
                  for s, g in [("all", test), *test.groupby("scenario")]]
     ablation = pd.DataFrame(rows)
     test = next(iter(test_predictions.values()))
-    constant = float(y[masks["train"]].mean())
+    constant = float(y[masks["train"]].median())
     payload = {"rows": ablation.to_dict("records"), "head": asdict(cfg),
-               "constant_mean_mae": metrics.get("constant_static_mae"),
+               "constant_mae": metrics.get("constant_static_mae"),
                "constant": {**_ci_row(test.assign(predicted=constant))},
                "paired": _paired_rows(test_predictions, constant),
                "head_variants": _head_variants(table, masks, cfg, test_predictions.get("egtp"), on_progress)}
@@ -149,7 +149,7 @@ def _ci_row(test: pd.DataFrame) -> dict:
 
 
 def _paired_rows(test_predictions: dict[str, pd.DataFrame], constant: float) -> list[dict]:
-    """EGTP against every other pooling and each pooling against the constant train mean, paired on the same
+    """EGTP against every other pooling and each pooling against the constant train median, paired on the same
     test runs (negative difference: the first is better)."""
     out = []
     pairs = [("egtp", other) for other in test_predictions if other != "egtp" and "egtp" in test_predictions]

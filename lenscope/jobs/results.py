@@ -10,7 +10,7 @@ from analysis.results.leaderboard import (
     FRAME_COLUMNS,
     attach_runs,
     cell_rows,
-    constant_mean_predictions,
+    constant_predictions,
     length_cdfs,
     paired_vs_reference,
     pred_true_histogram,
@@ -28,7 +28,7 @@ __all__ = ["ALL", "benchmark_frame", "cell_rows", "compare_predictors", "length_
 
 def benchmark_frame(store: Store, dataset: str, include_censored: bool = False) -> pd.DataFrame:
     """Every stored prediction of the predictors trained on ``dataset`` (any kind), with scenario and prompt,
-    plus the constant train-mean reference; columns :data:`analysis.results.leaderboard.FRAME_COLUMNS`."""
+    plus the constant train-median reference; columns :data:`analysis.results.leaderboard.FRAME_COLUMNS`."""
     runs = dataset_runs(store, dataset, include_censored)
     parts = []
     predictors = store.predictors_frame()
@@ -38,7 +38,7 @@ def benchmark_frame(store: Store, dataset: str, include_censored: bool = False) 
         rows = attach_runs(rows[rows["run_id"].isin(runs["run_id"])], runs)
         parts.append(rows.assign(predictor_id=int(p.predictor_id), predictor=p.name, family=p.kind, dataset=dataset))
     steps = {0}.union(*(set(p["step"].astype(int)) for p in parts))
-    parts.insert(0, constant_mean_predictions(runs.assign(dataset=dataset), sorted(steps)))
+    parts.insert(0, constant_predictions(runs.assign(dataset=dataset), sorted(steps)))
     parts = [p[FRAME_COLUMNS] for p in parts if not p.empty]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=FRAME_COLUMNS)
 
@@ -58,5 +58,5 @@ def compare_predictors(store: Store, first: int, second: int, max_step: int = 32
         groups = rows["run_id"].map(prompts)
         diff = paired_mae_difference(rows["predicted_a"], rows["predicted_b"], rows["true_a"], groups)
         out.append({"first": names[first], "second": names[second], "steps": label, "difference": diff.value,
-                    "lo": diff.lo, "hi": diff.hi, "runs": diff.n})
+                    "lo": diff.lo, "hi": diff.hi, "prompts": diff.n, "runs": int(rows["run_id"].nunique())})
     return out

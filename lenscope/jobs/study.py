@@ -308,9 +308,10 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     steps.append(Step("scheduler preset (OUTLETS drafter's test-split predictions, 1 prefill + 3 decode)",
                       lambda: store.get_result(PRESET_KIND, preset_config(store, dataset)) is not None,
                       lambda cb: run_preset(store, dataset, censored, on_progress=cb)))
-    steps.append(Step(f"claims ({FOLDS}-fold cross-validation, {CV_SEEDS[size]} training seeds)",
-                      lambda: _claims_fresh(store, dataset, CV_SEEDS[size]),
-                      lambda cb: claims_report(store, dataset, layer, probe_layer, FOLDS, CV_SEEDS[size], target,
+    seeds = CV_SEEDS[size]
+    steps.append(Step(f"claims ({FOLDS}-fold cross-validation, {seeds} training seed{'s' * (seeds > 1)})",
+                      lambda: _claims_fresh(store, dataset, seeds),
+                      lambda cb: claims_report(store, dataset, layer, probe_layer, FOLDS, seeds, target,
                                                epochs["head"], epochs["probe"], on_progress=cb)))
     return steps + drafters[1:]  # the drafter ablations last: the claims do not read them
 

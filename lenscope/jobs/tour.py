@@ -10,7 +10,7 @@ import pandas as pd
 from analysis.core.metrics import ci_text
 from analysis.core.verdicts import too_few_prompts
 from cache.store import Store
-from lenscope.jobs.claims import PLP_STEP, stored_claims, verdict_text
+from lenscope.jobs.claims import PLP_STEP, stored_claims
 from lenscope.jobs.egtp import ATTRIBUTION_KIND, PAPER_PEARSON, attribution_config
 from lenscope.jobs.serving import OUTLETS_PAPER
 from lenscope.jobs.study import PRESET_KIND, preset_config
@@ -37,7 +37,7 @@ def _claim_stop(title: str, page: str, claim: dict | None, what: str, paper: str
         return TourStop(title, page, None, f"{what}: not measured yet", paper)
     return TourStop(title, page, ci_text(claim["difference"], claim["lo"], claim["hi"], signed=True),
                     f"{what} (tokens of MAE, out of fold, Holm-adjusted CI, {claim.get('prompts', 0)} prompts, "
-                    f"{claim['runs']} runs): {verdict_text(claim)}", paper)
+                    f"{claim['runs']} runs): {claim['verdict']}", paper)
 
 
 def tour(store: Store, dataset: str, layer: int) -> list[TourStop]:

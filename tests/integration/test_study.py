@@ -38,10 +38,11 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     # baselines, preset, claims, and the drafter ablations (which the claims do not read: training them leaves the
     # claims fresh)
     assert len(names) == 1 + 11 and names[0] == f"collect {collection_text(SIZES['tiny'])}"
-    assert names[-3:] == ["claims", "drafter lp-only", "drafter sd-only"]
+    claims = "claims (5-fold cross-validation, 1 training seed)"
+    assert names[-3:] == [claims, "drafter lp-only", "drafter sd-only"]
     statuses = dict(report)
     assert statuses[names[0]] == "done"
-    assert statuses["claims"] == "done" and store.get_result(CLAIMS_KIND, {"dataset": "tiny"}) is not None
+    assert statuses[claims] == "done" and store.get_result(CLAIMS_KIND, {"dataset": "tiny"}) is not None
     assert all(s == "done" or s.startswith("not run: ") for s in statuses.values())
     assert any(label.startswith(f"step 1/{len(names)}: collect chat") for label in labels)
     assert len(store.runs_frame("tiny")) == 10 + 2 + 4  # rl samples each prompt 4 times

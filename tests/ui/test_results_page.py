@@ -9,7 +9,7 @@ from analysis.results.leaderboard import (
     ALL,
     REFERENCE,
     cell_rows,
-    constant_mean_predictions,
+    constant_predictions,
     kendall_tau,
     length_cdfs,
     pred_true_histogram,
@@ -83,7 +83,7 @@ def test_scores_cells_and_histograms():
 def test_constant_reference_and_cdfs():
     runs = pd.DataFrame({"run_id": [1, 2, 3, 4], "prompt_id": [1, 2, 3, 4], "scenario": "chat",
                          "output_tokens": [10, 30, 100, 7], "split": ["train", "train", "test", "val"]})
-    ref = constant_mean_predictions(runs)
+    ref = constant_predictions(runs)
     assert (ref["predicted"] == 20.0).all() and (ref["predictor"] == REFERENCE).all()
     cdfs = length_cdfs(ref)
     truth = cdfs[cdfs["series"] == "true length"]

@@ -1,4 +1,4 @@
-"""Baselines: each learns a synthetic length signal better than the constant train mean; the PiA parser
+"""Baselines: each learns a synthetic length signal better than the constant train median; the PiA parser
 survives junk answers; the jobs train, cache and register every baseline on a tiny real dataset."""
 
 import math
@@ -171,7 +171,7 @@ def test_baseline_jobs_train_cache_and_register(store, target, monkeypatch):
     monkeypatch.setattr(baseline_jobs, "ask_lengths", fail)
     train_baselines(store, "tiny", ["ssjf-reg", "pia"], target, cfg, include_censored=True)
     frame = benchmark_frame(store, "tiny", include_censored=True)
-    assert {"constant (train mean)", "ssjf-reg:tiny", "ltr:tiny"} <= set(frame["predictor"])
+    assert {"constant (train median)", "ssjf-reg:tiny", "ltr:tiny"} <= set(frame["predictor"])
     assert len(store.predictors_frame("baseline")) == len(BASELINES)  # retraining replaced, not duplicated
 
 

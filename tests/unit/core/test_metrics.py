@@ -49,16 +49,16 @@ def test_paired_difference_finds_a_real_gap_and_not_a_fake_one():
     assert str(gap).count("[") == 1
 
 
-def test_constant_reference_is_the_per_step_train_mean_of_remaining_length():
-    from analysis.results.leaderboard import REFERENCE, constant_mean_predictions, paired_vs_reference
+def test_constant_reference_is_the_per_step_train_median_of_remaining_length():
+    from analysis.results.leaderboard import REFERENCE, constant_predictions, paired_vs_reference
 
-    runs = pd.DataFrame({"run_id": [1, 2, 3, 4], "prompt_id": [1, 2, 3, 4], "scenario": "chat",
-                         "output_tokens": [10, 30, 50, 20], "split": ["train", "train", "train", "test"]})
-    ref = constant_mean_predictions(runs, steps=[0, 20])
+    runs = pd.DataFrame({"run_id": [1, 2, 3, 4, 5], "prompt_id": [1, 2, 3, 4, 5], "scenario": "chat",
+                         "output_tokens": [10, 30, 50, 200, 20], "split": ["train"] * 4 + ["test"]})
+    ref = constant_predictions(runs, steps=[0, 20])
     at0, at20 = ref[ref["step"] == 0], ref[ref["step"] == 20]
-    assert (at0["predicted"] == 30.0).all() and len(at0) == 4
-    assert set(at20["run_id"]) == {2, 3}  # only runs still generating after 20 tokens
-    assert (at20["predicted"] == 20.0).all() and list(at20["true"]) == [10.0, 30.0]  # mean of 10 and 30
+    assert (at0["predicted"] == 40.0).all() and len(at0) == 5  # the median of 10, 30, 50, 200 (mean: 72.5)
+    assert set(at20["run_id"]) == {2, 3, 4}  # only runs still generating after 20 tokens
+    assert (at20["predicted"] == 30.0).all() and list(at20["true"]) == [10.0, 30.0, 180.0]  # median of 10, 30, 180
     rows = pd.concat([ref[ref["step"] == 0], ref[ref["step"] == 0].assign(predictor="exact", family="x",
                                                                            predicted=lambda f: f["true"])])
     paired = paired_vs_reference(rows.assign(predictor=rows["predictor"].fillna(REFERENCE)))

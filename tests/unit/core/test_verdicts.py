@@ -10,10 +10,12 @@ from analysis.core.verdicts import (
     CONTRADICTED,
     INCONCLUSIVE,
     MIN_PROMPTS,
+    PAIRED_LABELS,
     REPRODUCED,
     RULED_OUT,
     effect_verdict,
     holm_levels,
+    paired_verdict,
     scaled_effect,
 )
 
@@ -39,6 +41,18 @@ PAPER = -20.0  # the paper's effect in our tokens: A is 20 tokens better
 ])
 def test_effect_verdict_labels_and_boundaries(lo, hi, n, paper, expected):
     assert effect_verdict(lo, hi, n, paper) == expected
+
+
+@pytest.mark.parametrize("lo, hi, n, expected", [
+    (-3.0, -1e-9, 200, "first better"),
+    (1e-9, 3.0, 200, "second better"),
+    (-3.0, 0.0, 200, "not distinguishable"),
+    (-3.0, -1.0, MIN_PROMPTS - 1, "too few prompts to judge (n = 49)"),
+])
+def test_paired_verdict_reads_the_sign_and_the_number_of_prompts(lo, hi, n, expected):
+    assert paired_verdict(lo, hi, n) == expected
+    assert paired_verdict(lo, hi, n, ("a", "b", "c")) in {"a", "b", "c", expected}
+    assert PAIRED_LABELS == ("first better", "second better", "not distinguishable")
 
 
 def test_paper_effect_is_scaled_to_our_mae():

@@ -117,11 +117,11 @@ def test_a_mean_pooling_head_at_its_own_layer_is_not_testable(planted):
     assert "not testable" in verdict(table)
 
 
-def _table(obs: tuple, null: tuple, partial: tuple, head: str = "attention") -> pd.DataFrame:
+def _table(obs: tuple, null: tuple, partial: tuple, head: str = "attention", n_runs: int = 60) -> pd.DataFrame:
     rows = []
     for control, (r, lo, hi) in (("run-normalised", obs), ("permutation null", null), (PARTIAL, partial)):
         rows.append({"head": head, "by_construction": False, "measure": "gradient", "control": control,
-                     "pearson": r, "pearson_lo": lo, "pearson_hi": hi})
+                     "pearson": r, "pearson_lo": lo, "pearson_hi": hi, "n_runs": n_runs})
     return pd.DataFrame(rows)
 
 
@@ -138,3 +138,10 @@ def test_verdict_follows_the_intervals(obs, partial, expected):
     text = verdict(_table(obs, (0.0, -0.05, 0.05), partial))
     assert text.startswith("attention head, gradient importance: ") and expected in text
     assert ("but not beyond" in text) == (partial[1] <= 0 <= partial[2] and obs[1] > 0.05)
+
+
+def test_under_fifty_test_prompts_the_verdict_says_too_few_and_still_shows_the_interval():
+    text = verdict(_table((0.523, 0.3, 0.7), (0.0, -0.05, 0.05), (0.5, 0.3, 0.7), n_runs=14))
+    assert text == ("attention head, gradient importance: too few prompts to judge (n = 14) "
+                    "(r = 0.523 [0.300, 0.700]; the paper reports 0.451)")
+    assert "too few" not in verdict(_table((0.523, 0.3, 0.7), (0.0, -0.05, 0.05), (0.5, 0.3, 0.7), n_runs=50))

@@ -13,7 +13,7 @@ from lenscope.cli import main
 from lenscope.jobs import crossval, cv_learners
 from lenscope.jobs.claims import CLAIMS_KIND, claims_markdown, claims_report, stored_claims_table
 from lenscope.jobs.crossval import Fold, cv_runs, oof_predictions
-from lenscope.jobs.cv_learners import CONSTANT, median_constant, static_name
+from lenscope.jobs.cv_learners import ATTENTION, CONSTANT, median_constant, static_name
 from tests.egtp_data import SYNTHETIC_LAYER, synthetic_dataset
 
 L = SYNTHETIC_LAYER
@@ -36,7 +36,9 @@ def test_claims_are_judged_out_of_fold_with_seeds(store, capsys):
     assert table.loc["OUTLETS drafter < target probe (dynamic, steps 0-32)", "verdict"].startswith("not measured")
     assert table.loc["PLP MAE falls from step 0 to step 32", "runs"] >= 0
     summary = report.predictors.set_index("predictor")
-    assert summary.loc[static_name("egtp"), "seeds"] == 2 and summary.loc[CONSTANT, "seeds"] == 1
+    assert summary.loc[static_name("egtp"), "seeds"] == summary.loc[ATTENTION, "seeds"] == 2
+    assert summary.loc[CONSTANT, "seeds"] == 1
+    assert f"{ATTENTION} < median constant (static)" in table.index  # the attribution's head, out of fold too
     assert (summary["runs"] == 140).all()  # every finished run scored out of fold (static rows at step 0)
     assert set(report.by_scenario) == {"chat", "reasoning"}  # 70 prompts each: judged per scenario
     assert stored_claims_table(store, "syn")["verdict"].tolist() == report.claims["verdict"].tolist()
@@ -48,6 +50,7 @@ def test_claims_are_judged_out_of_fold_with_seeds(store, capsys):
     with pytest.MonkeyPatch.context() as monkey:
         monkey.setattr(cv_learners, "train_head", no_training)
         monkey.setattr(cv_learners, "train_probe", no_training)
+        monkey.setattr(cv_learners, "train_attention_head", no_training)
         again = _report(store)  # every fold and seed is read back from the store
     assert again.claims["difference"].equals(report.claims["difference"])
 

@@ -171,15 +171,15 @@ def test_trained_length_head_beats_a_constant_on_decodable_lengths():
     assert mae(held_out["predicted"], held_out["true"]) < 0.6 * mae(np.full(len(held_out), constant), held_out["true"])
 
 
-def test_metrics_report_the_per_step_constant_train_mean_baseline():
+def test_metrics_report_the_per_step_constant_train_median_baseline():
     frame = pd.DataFrame({"run_id": [1, 1, 1, 2, 2, 2, 3, 3, 3], "step": [0, 10, 40, 0, 10, 40, 0, 10, 40],
                           "predicted": [10.0, 0, 5.0, 20.0, 0, 5.0, 12.0, 6.0, 1.0],
                           "true": [10, 0, 1, 30, 20, 2, 14, 4, 3],
                           "split": ["train"] * 6 + ["test"] * 3})
     metrics = prediction_metrics(frame)
     assert metrics["static_mae"] == pytest.approx(2.0) and metrics["dynamic_mae"] == pytest.approx(2.0)
-    assert metrics["constant_static_mae"] == pytest.approx(6.0)     # train step-0 mean 20 vs 14
-    # step 10: the train mean at step 10 (10) against 4, not one mean pooled over steps 0..32
+    assert metrics["constant_static_mae"] == pytest.approx(6.0)     # train step-0 median 20 vs 14
+    # step 10: the train median at step 10 (10) against 4, not one mean pooled over steps 0..32
     assert metrics["constant_dynamic_mae"] == pytest.approx((6.0 + 6.0) / 2)
     assert metrics["static_vs_constant"] == pytest.approx(-4.0)
     assert metrics["eval_split"] == "test" and metrics["n_runs"] == 1 and metrics["n"] == {"train": 2, "test": 1}
@@ -278,7 +278,7 @@ def test_compare_predictors_pairs_the_same_test_runs_and_steps(store):
     store.save_predictions(bad, rows.assign(predicted=rows["true"] + 3))
     static, dynamic = compare_predictors(store, good, bad, max_step=2)
     assert (static["steps"], dynamic["steps"]) == ("0", "0-2")
-    assert static["difference"] == pytest.approx(-2.0) and static["runs"] == 4  # train runs left out
+    assert static["difference"] == pytest.approx(-2.0) and static["runs"] == static["prompts"] == 4  # no train run
     assert dynamic["hi"] == pytest.approx(-2.0) and dynamic["lo"] == pytest.approx(-2.0)
 
 
