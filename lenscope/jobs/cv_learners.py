@@ -232,8 +232,8 @@ def study_learners(inputs: StudyInputs, head_epochs: int = 60, probe_epochs: int
     learners += [static_head(inputs, "egtp", replace(head, **overrides), option)
                  for option, overrides in HEAD_VARIANTS.items()]
     learners.append(static_head(inputs, "egtp", replace(head, censoring="aware"), CENSORING_AWARE))
-    learners.append(attention_learner(inputs, replace(head, epochs=max(2, head_epochs // 2))))
     learners.append(plp_learner(inputs, HeadConfig(epochs=max(2, head_epochs // 4), batch_size=64)))
     learners.append(probe_learner(inputs, probe_epochs))
     learners += [baseline_learner(inputs, b) for b in baselines if b != "pia" or inputs.target is not None]
+    learners.append(attention_learner(inputs, replace(head, epochs=max(2, head_epochs // 2))))  # the slowest
     return {learner.name: learner for learner in learners}

@@ -66,8 +66,9 @@ def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> st
     report = _Report()
     counts = dataset_counts(store, dataset)
     report.note(f"Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by lenscope. Dataset {dataset!r}: "
-                f"{counts.caption()}. Every number is computed on the test split's uncensored runs; differences "
-                "are paired bootstrap 95% CIs over test prompts.")
+                f"{counts.caption()}. The claims are judged on out-of-fold predictions of every finished run "
+                "(grouped cross-validation); the other sections on the single split's test runs (fold 0). "
+                "Differences are paired bootstrap 95% CIs over prompts; under 50 prompts nothing is judged.")
 
     report.heading("The papers' claims")
     claims = stored_claims_table(store, dataset)
