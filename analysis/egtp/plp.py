@@ -27,6 +27,17 @@ def plp_steps(output_length: int, max_step: int | None = None) -> np.ndarray:
     return np.arange(0, last + 1)
 
 
+def training_steps(output_length: int, dense: int, later: int) -> np.ndarray:
+    """Steps a run trains a progressive predictor on: every step ``0 .. dense``, then ``later`` steps evenly
+    spread over the rest (all of them when there are fewer). Neighbouring steps share almost all their prefix,
+    so the spread keeps what the run teaches at a fraction of the samples."""
+    steps = plp_steps(output_length)
+    early, rest = steps[steps <= dense], steps[steps > dense]
+    if len(rest) > later:
+        rest = rest[np.unique(np.linspace(0, len(rest) - 1, later).round().astype(int))]
+    return np.concatenate([early, rest])
+
+
 def visible_positions(prompt_len: int, step: int) -> int:
     """Number of leading token positions whose features exist after ``step`` generated tokens."""
     return prompt_len + step

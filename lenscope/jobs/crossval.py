@@ -26,6 +26,7 @@ from lenscope.jobs.datasets import all_runs
 
 CV_KIND = "cv_predictions"
 MAX_STEP = 32  # dynamic learners predict steps 0..MAX_STEP
+LATER_STEPS = 64  # ... and train on every step up to MAX_STEP plus this many later ones per run
 
 
 @dataclass(frozen=True)

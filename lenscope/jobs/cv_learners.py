@@ -22,19 +22,22 @@ import torch
 
 from analysis.core.progress import Progress, no_progress
 from analysis.egtp.attention_head import predict_runs, train_attention_head
-from analysis.egtp.plp import plp_inputs, plp_steps
+from analysis.egtp.plp import plp_inputs, plp_steps, training_steps
 from analysis.egtp.pooling import POOLINGS
 from analysis.egtp.training import HeadConfig, predict, train_head
 from analysis.outlets.probes import ProbeConfig, train_probe
 from cache.store import Store
 from lenscope.jobs.baselines import BASELINES, FITTERS, BaselineConfig, BaselineData, baseline_inputs
-from lenscope.jobs.crossval import MAX_STEP, Fold, Learner
+from lenscope.jobs.crossval import LATER_STEPS, MAX_STEP, Fold, Learner
 from lenscope.jobs.egtp import HEAD_VARIANTS
 from lenscope.jobs.features import run_features
 from lenscope.jobs.outlets import probe_samples
 from models.target import TargetModel
 
 CONSTANT = "median constant"
+# Dynamic learners train on every step up to MAX_STEP (the steps they are tested on) and LATER_STEPS spread
+# over the rest of each run: a third of the samples of every step, for a five-fold, three-seed protocol on CPU.
+TRAIN_STEPS = {"dense": MAX_STEP, "later": LATER_STEPS}
 ATTENTION = "attention pooling head (learned)"
 CENSORING_AWARE = "censoring-aware head"
 
@@ -91,13 +94,15 @@ class StudyInputs:
 
     @cached_property
     def probe_states(self) -> list[tuple[torch.Tensor, np.ndarray]]:
-        """Per run: the probe layer's state at the last visible position of every decoding step (of the first
-        :data:`MAX_STEP` + 1 for a censored run, which is only ever tested), and the steps."""
+        """Per run: the probe layer's state at the last visible position of each decoding step a run trains on
+        (:data:`TRAIN_STEPS`; the first :data:`MAX_STEP` + 1 of a censored run, which is only ever tested), and
+        the steps."""
         out = []
         for i, row in enumerate(self.runs.itertuples()):
             run = self.store.load_run(int(row.run_id), layers=[self.probe_layer])
             states, steps, _ = probe_samples(run, self.probe_layer, None if row.finished else MAX_STEP)
-            out.append((states.half(), steps))
+            keep = np.isin(steps, _training_steps(int(row.output_tokens)))
+            out.append((states[torch.as_tensor(keep)].half(), steps[keep]))
             self.on_progress(i + 1, len(self.runs), f"probe states (layer {self.probe_layer})")
         return out
 
@@ -110,6 +115,10 @@ class StudyInputs:
     @cached_property
     def lengths(self) -> torch.Tensor:
         return torch.tensor(self.runs["output_tokens"].to_numpy(), dtype=torch.float32)
+
+
+def _training_steps(length: int) -> np.ndarray:
+    return training_steps(length, MAX_STEP, LATER_STEPS)
 
 
 def _static_frame(runs: pd.DataFrame, rows: np.ndarray, predicted) -> pd.DataFrame:
@@ -159,13 +168,13 @@ def attention_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
 
 
 def plp_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
-    """PLP on the EGTP-pooled prompt and the answer's prefix summary, trained on every step of the training runs,
-    validated and tested on steps 0..:data:`MAX_STEP`."""
-    def samples(rows: np.ndarray, last: int | None) -> tuple[torch.Tensor, np.ndarray, np.ndarray, np.ndarray]:
+    """PLP on the EGTP-pooled prompt and the answer's prefix summary, trained on the :data:`TRAIN_STEPS` of the
+    training runs, validated and tested on steps 0..:data:`MAX_STEP`."""
+    def samples(rows: np.ndarray, train: bool) -> tuple[torch.Tensor, np.ndarray, np.ndarray, np.ndarray]:
         prompt, xs, steps, run_ids, remaining = inputs.pooled["egtp"], [], [], [], []
         for i in np.flatnonzero(rows):
             length = int(inputs.runs["output_tokens"].iloc[i])
-            t = plp_steps(length, last)
+            t = _training_steps(length) if train else plp_steps(length, MAX_STEP)
             xs.append(plp_inputs(prompt[i], inputs.generated[i].float(), t))
             steps.append(t)
             run_ids.append(np.full(len(t), int(inputs.runs["run_id"].iloc[i])))
@@ -173,19 +182,21 @@ def plp_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
         return torch.cat(xs), np.concatenate(steps), np.concatenate(run_ids), np.concatenate(remaining)
 
     def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
-        x_tr, _, _, y_tr = samples(fold.mask("train"), None)
-        x_va, _, _, y_va = samples(fold.mask("val"), MAX_STEP)
+        x_tr, _, _, y_tr = samples(fold.mask("train"), True)
+        x_va, _, _, y_va = samples(fold.mask("val"), False)
         res = train_head(x_tr, torch.as_tensor(y_tr, dtype=torch.float32), x_va,
                          torch.as_tensor(y_va, dtype=torch.float32), replace(config, seed=fold.seed),
                          lambda e, n, row: on_progress(e, n, "training"))
-        x_te, t_te, r_te, _ = samples(fold.test, MAX_STEP)
+        x_te, t_te, r_te, _ = samples(fold.test, False)
         return pd.DataFrame({"run_id": r_te, "step": t_te, "predicted": predict(res.head, x_te)})
 
-    return Learner("PLP", dynamic=True, fit_predict=fit, config={"layer": inputs.layer, "head": asdict(config)})
+    return Learner("PLP", dynamic=True, fit_predict=fit,
+                   config={"layer": inputs.layer, "head": asdict(config), "train_steps": TRAIN_STEPS})
 
 
 def probe_learner(inputs: StudyInputs, epochs: int) -> Learner:
-    """The TRAIL-style MLP probe on the target's states at the probe layer, every step of the training runs."""
+    """The TRAIL-style MLP probe on the target's states at the probe layer, on the :data:`TRAIN_STEPS` of the
+    training runs."""
     def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
         lengths = fold.runs["output_tokens"].to_numpy()
         train = np.flatnonzero(fold.mask("train") | fold.mask("val"))
@@ -202,7 +213,8 @@ def probe_learner(inputs: StudyInputs, epochs: int) -> Learner:
         return pd.concat(frames, ignore_index=True)
 
     return Learner(f"target probe (layer {inputs.probe_layer})", dynamic=True, fit_predict=fit,
-                   config={"layer": inputs.probe_layer, "epochs": epochs, "mode": "regression"})
+                   config={"layer": inputs.probe_layer, "epochs": epochs, "mode": "regression",
+                           "train_steps": TRAIN_STEPS})
 
 
 def baseline_learner(inputs: StudyInputs, name: str, cfg: BaselineConfig | None = None) -> Learner:

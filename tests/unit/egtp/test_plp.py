@@ -3,7 +3,14 @@
 import numpy as np
 import torch
 
-from analysis.egtp.plp import EVAL_STEPS, plp_inputs, plp_steps, remaining_frame, visible_positions
+from analysis.egtp.plp import (
+    EVAL_STEPS,
+    plp_inputs,
+    plp_steps,
+    remaining_frame,
+    training_steps,
+    visible_positions,
+)
 from analysis.egtp.pooling import pool
 from analysis.egtp.training import HeadConfig
 from lenscope.jobs.datasets import dataset_runs
@@ -17,6 +24,10 @@ def test_targets_are_remaining_length():
     assert frame["step"].tolist() == [0, 1, 2, 3, 4]
     assert (frame["true"] == 5 - frame["step"]).all()
     assert plp_steps(100, max_step=32).tolist() == list(range(33))
+    spread = training_steps(1000, dense=32, later=64)
+    assert spread[:33].tolist() == list(range(33)) and len(spread) == 33 + 64 and spread[-1] == 999
+    assert len(set(spread)) == len(spread) and (np.diff(spread) > 0).all()
+    assert training_steps(50, dense=32, later=64).tolist() == list(range(50))  # short runs: every step
     assert visible_positions(12, 3) == 15
 
 
