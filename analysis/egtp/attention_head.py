@@ -82,6 +82,8 @@ def train_attention_head(runs: Sequence[torch.Tensor], lengths: torch.Tensor,
     """Fit an :class:`AttentionPoolingHead` on runs [T_i, d] -> lengths [N] with the soft-label loss and the
     shared minibatch loop (:func:`analysis.core.training.fit_minibatch`: AdamW, the epoch with the lowest
     validation MAE kept, the last one without validation runs)."""
+    if not len(runs):
+        raise ValueError("no training runs for the attention-pooling head")
     cfg = config or HeadConfig()
     torch.manual_seed(cfg.seed)
     runs, y = [r.float() for r in runs], lengths.float()

@@ -258,6 +258,8 @@ def predictor_summary(scored: dict[str, Scored]) -> pd.DataFrame:
         dynamic = bool((steps > 0).any())
         rows = s.predicted.index[(steps <= MAX_STEP) if dynamic else (steps == 0)]
         finished = rows[~s.meta.loc[rows, "censored"].to_numpy(dtype=bool)]
+        if finished.empty:  # e.g. every out-of-fold row it predicted is censored: nothing to score
+            continue
         err = s.errors(finished)
         est = seeded_bootstrap([(err, 1.0)], s.meta.loc[finished, "group"]).estimate()
         per_seed = err.mean(1)

@@ -10,7 +10,7 @@ from analysis.core.progress import no_progress
 from analysis.data.prompts import PromptItem
 from cache.store import Store
 from lenscope.cli import main
-from lenscope.jobs.claims import CLAIMS_KIND
+from lenscope.jobs.claims import CLAIMS_KIND, stored_claims_table
 from lenscope.jobs.collect import CollectReport, collect_dataset
 from lenscope.jobs.datasets import dataset_counts
 from lenscope.jobs.generations import export_generations, read_generations, sample_prompts_of
@@ -69,6 +69,11 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     assert [s.title.split(" · ")[1] for s in stops] == ["Entropy", "Pooling", "Remaining length", "Drafter",
                                                          "Scheduling"]
     assert all(s.value is None or "[" in s.value or s.value.endswith("%") for s in stops)
+    # 16 runs: no claim, no card and no report row carries a verdict, each says why
+    few = "too few prompts to judge (n = "
+    verdicts = stored_claims_table(store, "tiny")["verdict"]
+    assert all(v.startswith((few, "not measured")) for v in verdicts)  # tiny folds: most learners cannot train
+    assert few in html and few in stops[0].detail and all(s.value is None or few in s.detail for s in stops[:4])
 
     monkeypatch.setattr("lenscope.cli.study.load_target", lambda args: target)
     assert main(["study", "--size", "tiny"]) == 0
@@ -76,7 +81,7 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     assert "| claim | paper |" in out and "collect chat" in out and "skipped" in out
     assert main(["study", "--size", "tiny", "--train-only"]) == 0
     out = capsys.readouterr().out
-    assert "collect chat" not in out and "claims: skipped" in out
+    assert "collect chat" not in out and f"{claims}: skipped" in out
 
     report_file = tmp_path / "report.html"
     assert main(["report", "--dataset", "tiny", "--out", str(report_file)]) == 0
