@@ -4,8 +4,7 @@ baselines.
 
 Every learner reads its inputs from one :class:`StudyInputs`, which computes each of them once for all runs of
 the dataset (pooled prompt features, prompt states, encoder embeddings, probe states) and hands each fold its
-rows, so five
-folds times several seeds cost five times several trainings, not as many passes over the store.
+rows, so five folds times several seeds cost five times several trainings, not as many passes over the store.
 """
 
 from __future__ import annotations
