@@ -79,3 +79,46 @@ def holm_levels(p_values: Sequence[float], alpha: float = 0.05) -> np.ndarray:
             stopped = threshold
         levels[i] = 1 - (threshold if stopped is None else stopped)
     return levels
+
+
+SIGNIFICANCE = 0.05
+# Fractions a correlation is said to be of the paper's, in words (the nearest on a log scale).
+FRACTIONS = ((1 / 20, "a twentieth"), (1 / 10, "a tenth"), (1 / 5, "a fifth"), (1 / 4, "a quarter"),
+             (1 / 3, "a third"), (1 / 2, "half"), (2 / 3, "two thirds"), (1.0, "all"))
+
+
+def p_text(p: float, n_perm: int) -> str:
+    """``p < 0.005`` when no permutation reached the observed value (the smallest p ``n_perm`` draws can give,
+    rounded up to one significant digit), else ``p = 0.031``."""
+    floor = 1 / (n_perm + 1)
+    if p <= floor * (1 + 1e-9):
+        digits = max(0, -int(np.floor(np.log10(floor))))
+        return f"p < {np.ceil(floor * 10 ** digits) / 10 ** digits:g}"
+    return f"p = {p:.2g}"
+
+
+def fraction_words(ratio: float) -> str:
+    """``about a tenth`` of a positive ``ratio`` up to about 1.2; ``N times`` above; ``under a twentieth`` below."""
+    if ratio < FRACTIONS[0][0] / 1.5:
+        return "under a twentieth"
+    if ratio > 1.2:
+        return f"{ratio:.1f} times"
+    return "about " + min(FRACTIONS, key=lambda f: abs(np.log(ratio / f[0])))[1]
+
+
+def correlation_reading(r: float, lo: float, hi: float, p: float, n_perm: int, paper_r: float) -> str:
+    """A correlation read by significance and size, in words: ``r = 0.033 [0.005, 0.069], p < 0.005: weak but
+    significant, about a tenth of the paper's 0.451 (which is ruled out)``. Strength: under 0.3 weak, under 0.5
+    moderate, else strong; the paper's r is ruled out when the CI's upper end is below it."""
+    head = f"r = {r:.3f} [{lo:.3f}, {hi:.3f}], {p_text(p, n_perm)}"
+    ruled_out = hi < paper_r
+    paper = (f"the paper's {paper_r:.3f} is ruled out" if ruled_out else
+             f"above the paper's {paper_r:.3f}" if lo > paper_r else f"consistent with the paper's {paper_r:.3f}")
+    if not p < SIGNIFICANCE:
+        return f"{head}: no correlation detectable; {paper}"
+    if r < 0:
+        return f"{head}: a significant anti-correlation, against the paper's sign"
+    strength = "weak but significant" if r < 0.3 else "moderate and significant" if r < 0.5 else \
+        "strong and significant"
+    size = f"{fraction_words(r / paper_r)} of the paper's {paper_r:.3f} (which is ruled out)" if ruled_out else paper
+    return f"{head}: {strength}, {size}"

@@ -1,10 +1,12 @@
 """Attention-pooling length head: a run-level head with no entropy in its path.
 
-The states ``h_t`` [T, d] of one run's pooled tokens (the user's content, at the chosen layer) are scored
-``s_t = v . (h_t - mu) / sigma`` (``mu``, ``sigma``: per-dimension statistics of the training tokens; no bias,
-which softmax would ignore), pooled as ``z = sum_t a_t h_t`` with ``a = softmax_t(s)``, and ``z`` goes through
-a :class:`SoftLabelHead` (standardisation, K logits, expected bin centre, the same soft-label loss). ``v``
-starts at zero, so an untrained head is the mean-pooling head. The weights ``a_t`` are learned from the
+The states ``h_t`` [T, d] of one run's pooled tokens (the user's content, at the chosen layer) are
+standardised, ``x_t = (h_t - mu) / sigma`` (``mu``, ``sigma``: per-dimension statistics of the training tokens),
+scored by the ``scorer``: ``linear``, ``s_t = v . x_t``, or ``mlp``, ``s_t = v . GELU(W x_t + b)`` (which can
+represent entropy-like, non-linear functions of the state; no output bias, which softmax would ignore), pooled
+as ``z = sum_t a_t h_t`` with ``a = softmax_t(s)``, and ``z`` goes through a :class:`SoftLabelHead`
+(standardisation, K logits, expected bin centre, the same soft-label loss). ``v`` starts at zero, so an
+untrained head of either scorer is the mean-pooling head. The weights ``a_t`` are learned from the
 length loss alone: a correlation of ``a_t``, or of any gradient through this head, with token entropy is
 evidence, not construction. Runs of different lengths are padded and masked (padded tokens get weight 0).
 """
@@ -30,16 +32,22 @@ def pad_runs(runs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     return pad_sequence(list(runs), batch_first=True), mask
 
 
+SCORERS = ("linear", "mlp")
+
+
 class AttentionPoolingHead(nn.Module):
-    """``softmax_t(v . standardised h_t)``-weighted sum of the token states, then a :class:`SoftLabelHead`."""
+    """``softmax_t(score(standardised h_t))``-weighted sum of the token states, then a :class:`SoftLabelHead`."""
 
     def __init__(self, in_dim: int, bins: LengthBins, hidden: int = 256, dropout: float = 0.1,
-                 architecture: str = "mlp") -> None:
+                 architecture: str = "mlp", scorer: str = "linear", scorer_hidden: int = 64) -> None:
         super().__init__()
+        if scorer not in SCORERS:
+            raise ValueError(f"scorer must be one of {SCORERS}, not {scorer!r}")
         self.register_buffer("token_mean", torch.zeros(in_dim))
         self.register_buffer("token_std", torch.ones(in_dim))
-        self.score = nn.Linear(in_dim, 1, bias=False)
-        nn.init.zeros_(self.score.weight)
+        last = nn.Linear(in_dim if scorer == "linear" else scorer_hidden, 1, bias=False)
+        nn.init.zeros_(last.weight)
+        self.score = last if scorer == "linear" else nn.Sequential(nn.Linear(in_dim, scorer_hidden), nn.GELU(), last)
         self.output = SoftLabelHead(in_dim, bins, hidden, dropout, architecture)
 
     def fit_scaler(self, runs: Sequence[torch.Tensor], lengths: torch.Tensor) -> None:
@@ -78,16 +86,18 @@ def predict_runs(head: AttentionPoolingHead, runs: Sequence[torch.Tensor], batch
 def train_attention_head(runs: Sequence[torch.Tensor], lengths: torch.Tensor,
                          val_runs: Sequence[torch.Tensor] = (), val_lengths: torch.Tensor | None = None,
                          config: HeadConfig | None = None,
-                         on_epoch: Callable[[int, int, dict], None] | None = None) -> TrainResult:
-    """Fit an :class:`AttentionPoolingHead` on runs [T_i, d] -> lengths [N] with the soft-label loss and the
-    shared minibatch loop (:func:`analysis.core.training.fit_minibatch`: AdamW, the epoch with the lowest
+                         on_epoch: Callable[[int, int, dict], None] | None = None,
+                         scorer: str = "linear") -> TrainResult:
+    """Fit an :class:`AttentionPoolingHead` with ``scorer`` on runs [T_i, d] -> lengths [N] with the soft-label
+    loss and the shared minibatch loop (:func:`analysis.core.training.fit_minibatch`: AdamW, the epoch with the lowest
     validation MAE kept, the last one without validation runs)."""
     if not len(runs):
         raise ValueError("no training runs for the attention-pooling head")
     cfg = config or HeadConfig()
     torch.manual_seed(cfg.seed)
     runs, y = [r.float() for r in runs], lengths.float()
-    head = AttentionPoolingHead(runs[0].shape[1], fit_bins(cfg, y), cfg.hidden, cfg.dropout, cfg.architecture)
+    head = AttentionPoolingHead(runs[0].shape[1], fit_bins(cfg, y), cfg.hidden, cfg.dropout, cfg.architecture,
+                                scorer)
     head.fit_scaler(runs, y)
 
     def loss(model: nn.Module, idx: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:

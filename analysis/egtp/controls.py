@@ -17,7 +17,8 @@ runs, what is partialled out, and the permutation null.
 * **Permutation null.** Entropies shuffled within each run (each run keeps its entropies, their link to the
   tokens is broken), the pooled correlation recomputed per shuffle (:func:`permutation_null`). An association
   of run means survives a shuffle, so the null is centred at 0 only for run-normalised importance (mean 1 in
-  every run), the one it is run on.
+  every run). A row's permutation p-value (:func:`permutation_p`) is two-sided around the null's mean, so for raw
+  importance it asks whether the token-level pairing adds to what the run means already give.
 """
 
 from __future__ import annotations
@@ -117,3 +118,14 @@ def permutation_null(entropy: np.ndarray, importance: np.ndarray, groups: np.nda
         pearson[k] = _pooled_r(entropy[order], importance)
         spearman[k] = _pooled_r(ranks_h[order], ranks_i)
     return pearson, spearman
+
+
+def permutation_p(observed: float, null: np.ndarray) -> float:
+    """Two-sided permutation p-value of ``observed`` against ``null`` draws, around the null's mean:
+    ``(1 + #{|null - m| >= |observed - m|}) / (1 + n)``, so never below ``1 / (1 + n)``; NaN if undefined."""
+    null = np.asarray(null, dtype=float)
+    null = null[np.isfinite(null)]
+    if not np.isfinite(observed) or not len(null):
+        return float("nan")
+    centre = null.mean()
+    return float((1 + np.sum(np.abs(null - centre) >= abs(observed - centre) - 1e-12)) / (1 + len(null)))

@@ -12,6 +12,7 @@ from lenscope.figures.attribution_evidence import (
     evidence_display,
     evidence_scatter,
     evidence_token_bars,
+    head_summary_display,
 )
 from lenscope.jobs.attribution_evidence import stored_evidence
 
@@ -32,12 +33,20 @@ def show_evidence(store: Store, dataset: str, layer: int) -> None:
     else:
         settings, evidence = found
         runs = evidence["runs"]
-        st.info(f"**Verdict.** {evidence['verdict']}.")
-        st.caption(f"Layer {evidence['layer']}, importances at each head's input. Attention head trained "
-                   f"{settings['epochs']} epochs on {runs['train']} runs (epoch {evidence['attention_best_epoch']} "
-                   f"chosen on {runs['val']}); every number over the {runs['test']} test runs; "
-                   f"{settings['n_boot']} bootstrap resamples, {settings['n_perm']} permutations; censored runs "
+        st.info("**Verdicts** (raw r, like for like with the paper's; then within runs):\n\n"
+                + "\n\n".join(f"- {text}." for text in evidence["verdicts"].values()))
+        st.success(f"**{evidence['positive_control']}.**")
+        epochs = ", ".join(f"{head}: epoch {epoch}" for head, epoch in evidence["best_epochs"].items())
+        st.caption(f"Layer {evidence['layer']}, importances at each head's input. Attention heads trained up to "
+                   f"{settings['epochs']} epochs on {runs['train']} runs, the epoch chosen on {runs['val']} "
+                   f"({epochs}); "
+                   f"every number over the {runs['test']} test runs; {settings['n_boot']} bootstrap resamples, "
+                   f"{settings['n_perm']} within-run permutations (the smallest p they can give is "
+                   f"{1 / (settings['n_perm'] + 1):.3f}); under 50 test prompts nothing is judged; censored runs "
                    f"{'included' if settings['include_censored'] else 'excluded'}.")
+        st.markdown("**The heads on the test runs**: does a learned head predict better than mean pooling, and "
+                    "how far from uniform are its weights?")
+        st.dataframe(head_summary_display(evidence["heads"]), hide_index=True)
         st.dataframe(evidence_display(evidence["table"], evidence["paper_pearson"]), hide_index=True)
         rows = pd.DataFrame(evidence["table"])
         st.download_button("Download the table (CSV)", rows.to_csv(index=False),

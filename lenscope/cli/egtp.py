@@ -128,7 +128,7 @@ def run_attribution(args: argparse.Namespace) -> int:
 
 def _run_evidence(args: argparse.Namespace) -> int:
     from cache.store import Store
-    from lenscope.figures.attribution_evidence import evidence_display
+    from lenscope.figures.attribution_evidence import evidence_display, head_summary_display
     from lenscope.jobs.attribution_evidence import attribution_evidence
 
     bars = PhaseBars()
@@ -139,10 +139,14 @@ def _run_evidence(args: argparse.Namespace) -> int:
         bars.close()
     runs = payload["runs"]
     print(f"attribution evidence, dataset {args.dataset!r}, layer {payload['layer']}, importances at each head's "
-          f"input (test split: {runs['test']} runs; attention head trained on {runs['train']}, epoch chosen on "
+          f"input (test split: {runs['test']} runs; attention heads trained on {runs['train']}, epochs chosen on "
           f"{runs['val']}):")
     table = evidence_display(payload["table"], payload["paper_pearson"])
     print(table.drop(columns=["layer", "path"]).to_string(index=False))
+    print("the heads on the test runs:")
+    print(head_summary_display(payload["heads"]).to_string(index=False))
     print(f"paper: Pearson r = {payload['paper_pearson']}")
-    print(f"verdict: {payload['verdict']}")
+    for text in payload["verdicts"].values():
+        print(f"verdict: {text}")
+    print(payload["positive_control"])
     return 0

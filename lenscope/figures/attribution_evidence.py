@@ -14,22 +14,28 @@ from analysis.egtp.controls import normalise_within_run
 MEASURE_LABELS = {"gradient": "gradient norm ||dL/dh_t||", "grad_x_act": "gradient x activation |<g_t, h_t>|",
                   "integrated_gradients": "Integrated Gradients |sum_d IG_t,d|",
                   "attention": "learned attention weight a_t"}
-BY_CONSTRUCTION = "true by construction (the head reads entropy): not part of the test"
+BY_CONSTRUCTION = "positive control: pools by entropy, so true by construction; not part of the test"
 
 
 def _ci(value, lo, hi) -> str:
     return "n/a" if value is None or not np.isfinite(value) else ci_text(value, lo, hi, digits=3)
 
 
+def _p(value) -> str:
+    return "" if value is None or not np.isfinite(value) else f"{value:.2g}"
+
+
 def evidence_display(rows: list[dict], paper_r: float) -> pd.DataFrame:
-    """Every head x measure x control with r and Spearman [95% CI] and token/run counts; the heads of the test
-    first, the by-construction head last and labelled, then the paper's r."""
+    """Every head x measure x control (the raw r, like for like with the paper's, first) with r [95% CI], its
+    permutation p-value, Spearman [95% CI] and token/run counts; the heads of the test first, the positive
+    control (by construction) last and labelled, then the paper's r."""
     table = pd.DataFrame(rows)
     table = table.sort_values("by_construction", kind="stable")
     shown = pd.DataFrame({
         "head": table["head"], "layer": table["layer"], "path": table["path"], "measure": table["measure"],
         "control": table["control"],
         "Pearson r [95% CI]": [_ci(r.pearson, r.pearson_lo, r.pearson_hi) for r in table.itertuples()],
+        "permutation p": [_p(r.p_value) for r in table.itertuples()],
         "Spearman [95% CI]": [_ci(r.spearman, r.spearman_lo, r.spearman_hi) for r in table.itertuples()],
         "tokens": table["n_tokens"], "runs": table["n_runs"],
         "note": [BY_CONSTRUCTION if r.by_construction else
@@ -43,6 +49,20 @@ def evidence_display(rows: list[dict], paper_r: float) -> pd.DataFrame:
     text = [c for c in out.columns if c not in counts]
     out[text] = out[text].fillna("")
     return out
+
+
+def head_summary_display(heads: list[dict]) -> pd.DataFrame:
+    """Per head: test MAE [95% CI], its paired difference from mean pooling's, and the normalised entropy of its
+    pooling weights (1 = uniform, as mean pooling), with the number of test runs."""
+    def est(e: dict | None, signed: bool = False, digits: int = 1) -> str:
+        return "n/a" if not e or e.get("value") is None else ci_text(e["value"], e["lo"], e["hi"], signed, digits)
+
+    return pd.DataFrame({
+        "head": [h["head"] for h in heads],
+        "test MAE [95% CI]": [est(h["mae"]) for h in heads],
+        "minus mean pooling's [95% CI]": [est(h["vs_reference"], signed=True) for h in heads],
+        "weight entropy / log T [95% CI]": [est(h["weight_entropy"], digits=3) for h in heads],
+        "test runs": [h["n_runs"] for h in heads]})
 
 
 def _array(values: list[float | None]) -> np.ndarray:

@@ -76,13 +76,17 @@ def pooling_ablation_figure(ours: pd.DataFrame, paper: pd.DataFrame) -> go.Figur
     return fig
 
 
+BY_CONSTRUCTION = "true by construction (it pools by entropy): not evidence; see the evidence test"
+
+
 def attribution_table(summaries: list[dict], paper_pearson: float) -> pd.DataFrame:
     """One row per head: gradient path, Pearson r with its 95% CI, Spearman, sample sizes (too few prompts to
-    judge said as such); then the paper."""
+    judge said as such; the EGTP head on its pooling path flagged true by construction); then the paper."""
     rows = [{"head": s["head"], "gradient path": s["path"], "Pearson r": round(s["pearson"], 3),
              "95% CI": f"[{s['pearson_ci'][0]:.3f}, {s['pearson_ci'][1]:.3f}]",
              "Spearman": round(s["spearman"], 3), "tokens": s["n_tokens"], "runs": s["n_runs"],
-             "note": too_few_prompts(s["n_runs"]) or ""} for s in summaries]
+             "note": too_few_prompts(s["n_runs"]) or (BY_CONSTRUCTION if (s["head"], s["path"]) == ("egtp", "pooling")
+                                                      else "")} for s in summaries]
     return pd.DataFrame(rows + [{"head": "paper (EGTP)", "Pearson r": paper_pearson}])
 
 

@@ -1,10 +1,11 @@
 """The attribution evidence table on a stored dataset (:mod:`analysis.egtp.evidence`).
 
-A learned attention-pooling head, with no entropy in its path, is trained at ``layer`` on the train split's
-prompt states (the validation split picks its epoch). Every importance measure x control is then computed on
-the test split's pooled prompt tokens for it and for the stored static heads (mean pooling; EGTP pooling,
-flagged true by construction). The table, its verdict and the paper's r are stored as one result, keyed by the
-runs and the static heads they read.
+Two learned attention-pooling heads, with no entropy in their path (a linear and an MLP scorer), are trained at
+``layer`` on the train split's prompt states (the validation split picks their epoch). Every importance measure
+x control is then computed on the test split's pooled prompt tokens for them and for the stored static heads
+(mean pooling; EGTP pooling, true by construction: the positive control). The table, each learned head's
+verdict, the positive control, every head's test MAE and pooling-weight entropy and the paper's r are stored as
+one result, keyed by the runs and the static heads they read.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 from analysis.core.progress import Progress, no_progress
 from analysis.egtp.attention_head import train_attention_head
 from analysis.egtp.controls import RunTokens
-from analysis.egtp.evidence import RunArrays, head_evidence, verdict
+from analysis.egtp.evidence import RunArrays, head_evidence, head_summaries, positive_control, verdict
 from analysis.egtp.training import HeadConfig
 from cache.store import Store, text_hash
 from lenscope.jobs.claims import dataset_predictors
@@ -28,8 +29,10 @@ from lenscope.jobs.egtp import PAPER_PEARSON, STATIC_KIND, load_predictor, predi
 EVIDENCE_KIND = "attribution_evidence"
 STATIC_HEADS = ("mean", "egtp")
 ATTENTION_HEAD = "attention pooling (learned)"
+ATTENTION_MLP_HEAD = "attention pooling (learned, MLP scorer)"
+LEARNED_HEADS = {ATTENTION_HEAD: "linear", ATTENTION_MLP_HEAD: "mlp"}
 # Version of the payload's layout; a stored result of another layout is computed again.
-PAYLOAD_FORMAT = 2
+PAYLOAD_FORMAT = 3
 
 
 def _runs_digest(run_ids: Sequence[int]) -> str:
@@ -95,20 +98,27 @@ def attribution_evidence(store: Store, dataset: str, layer: int, epochs: int = 6
     if cached is not None:
         return cached
     train, val, test = (load_run_arrays(store, split[s], layer, s, on_progress) for s in ("train", "val", "test"))
-    result = train_attention_head([r.hidden[r.content_start:] for r in train], _lengths(train),
-                                  [r.hidden[r.content_start:] for r in val], _lengths(val) if val else None,
-                                  HeadConfig(epochs=epochs),
-                                  on_epoch=lambda e, n, _: on_progress(e, n, "training the attention head"))
     options = {"layer": layer, "n_boot": n_boot, "n_perm": n_perm, "on_progress": on_progress}
-    evidence = {ATTENTION_HEAD: head_evidence(test, result.head, name=ATTENTION_HEAD, **options)}
+    evidence, heads, best_epochs = {}, {}, {}
+    for name, scorer in LEARNED_HEADS.items():
+        result = train_attention_head([r.hidden[r.content_start:] for r in train], _lengths(train),
+                                      [r.hidden[r.content_start:] for r in val], _lengths(val) if val else None,
+                                      HeadConfig(epochs=epochs), scorer=scorer,
+                                      on_epoch=lambda e, n, _, h=name: on_progress(e, n, f"training the {h} head"))
+        evidence[name] = head_evidence(test, result.head, name=name, **options)
+        heads[name], best_epochs[name] = (result.head, "attention", 1.0), result.best_epoch
     for name, (head, meta, _) in static.items():
         evidence[f"{name} pooling"] = head_evidence(test, head, name=f"{name} pooling", pooling=meta["pooling"],
                                                     alpha=meta["alpha"], **options)
+        heads[f"{name} pooling"] = (head, meta["pooling"], meta["alpha"])
     table = pd.concat([t for t, _ in evidence.values()], ignore_index=True)
     records = table.astype(object).where(table.notna(), None).to_dict("records")  # JSON: no NaN (PostgreSQL)
     payload = {"table": records, "verdict": verdict(table, PAPER_PEARSON),
+               "verdicts": {name: verdict(table, PAPER_PEARSON, name) for name in LEARNED_HEADS},
+               "positive_control": positive_control(table),
+               "heads": head_summaries(heads, test, reference="mean pooling", n_boot=n_boot),
                "paper_pearson": PAPER_PEARSON, "layer": layer,
-               "runs": {s: len(ids) for s, ids in split.items()}, "attention_best_epoch": result.best_epoch,
+               "runs": {s: len(ids) for s, ids in split.items()}, "best_epochs": best_epochs,
                "test_tokens": token_records(test, {name: tokens for name, (_, tokens) in evidence.items()})}
     store.put_result(EVIDENCE_KIND, f"attribution evidence {dataset} L{layer}", config, payload)
     return payload
@@ -133,3 +143,11 @@ def token_records(runs: Sequence[RunArrays], tokens: dict[str, list[RunTokens]])
 
 def _lengths(runs: Sequence[RunArrays]) -> torch.Tensor:
     return torch.tensor([r.true_length for r in runs])
+
+
+def evidence_row(payload: dict, head: str = ATTENTION_HEAD, measure: str = "gradient",
+                 control: str = "raw") -> dict | None:
+    """One row of a stored evidence table (default: the learned head's raw gradient r, like for like with the
+    paper's), or None if the table has no such row."""
+    return next((r for r in payload["table"]
+                 if (r["head"], r["measure"], r["control"]) == (head, measure, control)), None)

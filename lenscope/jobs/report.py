@@ -10,20 +10,20 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from cache.store import Store
-from lenscope.figures.egtp import ablation_pivot, attribution_table, mae_by_step_figure, pooling_ablation_figure
+from lenscope.figures.attribution_evidence import evidence_display, head_summary_display
+from lenscope.figures.egtp import ablation_pivot, mae_by_step_figure, pooling_ablation_figure
 from lenscope.figures.outlets import ablation_table
 from lenscope.figures.serving import outlets_change_figure
+from lenscope.jobs.attribution_evidence import stored_evidence
 from lenscope.jobs.claims import dataset_predictors, stored_claims, stored_claims_table
 from lenscope.jobs.datasets import dataset_counts
 from lenscope.jobs.egtp import (
     ABLATION_KIND,
-    ATTRIBUTION_KIND,
     PAPER_ABLATION,
     PAPER_PEARSON,
     PAPER_PLP,
     PLP_KIND,
     ablation_config,
-    attribution_config,
     plp_mae_curve,
     predictor_name,
 )
@@ -100,11 +100,22 @@ def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> st
         report.note("Not run yet: `python -m lenscope train-plp`.")
 
     report.heading("Attribution: entropy vs gradient importance")
-    attribution = store.get_result(ATTRIBUTION_KIND, attribution_config(dataset, layer, layer, 1.0))
-    if attribution is None:
-        report.note("Not run yet: `python -m lenscope attribution`.")
+    found = stored_evidence(store, dataset, layer)
+    if found is None:
+        report.note("Not run yet: `python -m lenscope attribution --evidence`.")
     else:
-        report.table(attribution_table(attribution["summaries"], PAPER_PEARSON))
+        evidence = found[1]
+        report.note(f"The fair test: learned attention-pooling heads with no entropy in their path, importances at "
+                    f"their input, over {evidence['runs']['test']} test runs (the paper: r = {PAPER_PEARSON}). The "
+                    "raw r is like for like with the paper's; within runs, importance is divided by its run's mean. "
+                    "p: within-run permutations; under 50 prompts nothing is judged.")
+        for text in evidence["verdicts"].values():
+            report.note(f"Verdict: {text}.")
+        report.note(f"{evidence['positive_control']}.")
+        report.table(head_summary_display(evidence["heads"]))
+        table = evidence_display(evidence["table"], evidence["paper_pearson"])
+        report.table(table[table["control"].isin(["raw", "run-normalised", ""]) & table["measure"].isin(
+            ["gradient", ""])])
 
     report.heading("Drafters and probes")
     own = store.predictors_frame()

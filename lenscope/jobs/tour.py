@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.core.metrics import ci_text
-from analysis.core.verdicts import too_few_prompts
 from cache.store import Store
+from lenscope.jobs.attribution_evidence import evidence_row, stored_evidence
 from lenscope.jobs.claims import PLP_STEP, stored_claims
-from lenscope.jobs.egtp import ATTRIBUTION_KIND, PAPER_PEARSON, attribution_config
+from lenscope.jobs.egtp import PAPER_PEARSON
 from lenscope.jobs.serving import OUTLETS_PAPER
 from lenscope.jobs.study import PRESET_KIND, preset_config
 
@@ -40,17 +40,25 @@ def _claim_stop(title: str, page: str, claim: dict | None, what: str, paper: str
                     f"{claim['runs']} runs): {claim['verdict']}", paper)
 
 
+def _entropy_stop(store: Store, dataset: str, layer: int) -> TourStop:
+    """The fair test: the learned attention head's raw r (like for like with the paper's), its verdict (the
+    permutation p-value, the effect size, under 50 prompts too few to judge) and the positive control."""
+    title, page, paper = "1 · Entropy", "pages/2_Attribution.py", f"EGTP paper: r = {PAPER_PEARSON}"
+    found = stored_evidence(store, dataset, layer)
+    row = None if found is None else evidence_row(found[1])
+    if row is None:
+        return TourStop(title, page, None, "entropy vs gradient importance of a learned attention-pooling head: not "
+                        "measured yet (the study's attribution-evidence step)", paper)
+    payload = found[1]
+    return TourStop(title, page, ci_text(row["pearson"], row["pearson_lo"], row["pearson_hi"], digits=3),
+                    f"raw Pearson r of token entropy with gradient importance I_t = ||dL_MSE/dh_t|| of a learned "
+                    f"attention-pooling head, no entropy in its path ({row['n_tokens']} tokens of {row['n_runs']} "
+                    f"test prompts). {payload['verdict']}. {payload['positive_control']}.", paper)
+
+
 def tour(store: Store, dataset: str, layer: int) -> list[TourStop]:
     """The five stops for ``dataset`` with heads at ``layer`` (the study's layer: the target's last)."""
-    attribution = store.get_result(ATTRIBUTION_KIND, attribution_config(dataset, layer, layer, 1.0))
-    summary = next((s for s in (attribution or {}).get("summaries", []) if s["head"] == "egtp"), None)
-    entropy = TourStop(
-        "1 · Entropy", "pages/2_Attribution.py",
-        None if summary is None else ci_text(summary["pearson"], *summary["pearson_ci"], digits=3),
-        "Pearson r of token entropy with gradient importance I_t = ||dL_MSE/dh_t||, EGTP head, test prompts"
-        + ("" if summary is None else f" ({summary['n_tokens']} tokens, {summary['n_runs']} prompts)"
-           + (f": {too_few_prompts(summary['n_runs'])}" if too_few_prompts(summary["n_runs"]) else "")),
-        f"EGTP paper: r = {PAPER_PEARSON}")
+    entropy = _entropy_stop(store, dataset, layer)
     claims = (stored_claims(store, dataset) or {}).get("claims", [])
     preset = store.get_result(PRESET_KIND, preset_config(store, dataset))
     change = None if preset is None else preset["changes"].get("LB+SJF")

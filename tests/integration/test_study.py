@@ -74,6 +74,9 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     verdicts = stored_claims_table(store, "tiny")["verdict"]
     assert all(v.startswith((few, "not measured")) for v in verdicts)  # tiny folds: most learners cannot train
     assert few in html and few in stops[0].detail and all(s.value is None or few in s.detail for s in stops[:4])
+    # the entropy card and the report give the fair test (a learned head), never the by-construction EGTP r
+    assert "learned attention-pooling head" in stops[0].detail and "positive control" in stops[0].detail
+    assert "positive control" in html and "EGTP head, test prompts" not in stops[0].detail
 
     monkeypatch.setattr("lenscope.cli.study.load_target", lambda args: target)
     assert main(["study", "--size", "tiny"]) == 0

@@ -13,8 +13,11 @@ from analysis.core.verdicts import (
     PAIRED_LABELS,
     REPRODUCED,
     RULED_OUT,
+    correlation_reading,
     effect_verdict,
+    fraction_words,
     holm_levels,
+    p_text,
     paired_verdict,
     scaled_effect,
 )
@@ -93,3 +96,30 @@ def test_seeded_bootstrap_carries_seed_spread_and_clusters():
     assert 0.2 < seeded_bootstrap([(a_still[:1], 1), (a_still[:1], -1)], groups).p_value() <= 1.0
     with pytest.raises(ValueError, match="groups"):
         seeded_bootstrap([(b, 1)], groups[:10])
+
+
+@pytest.mark.parametrize("p, n_perm, text", [(1 / 201, 200, "p < 0.005"), (1 / 101, 100, "p < 0.01"),
+                                             (1 / 1001, 1000, "p < 0.001"), (0.0312, 200, "p = 0.031")])
+def test_p_text_says_below_the_smallest_p_the_permutations_can_give(p, n_perm, text):
+    assert p_text(p, n_perm) == text
+
+
+@pytest.mark.parametrize("ratio, words", [(0.073, "about a tenth"), (0.37, "about a third"), (0.5, "about half"),
+                                          (0.81, "about two thirds"), (1.0, "about all"), (0.02, "under a twentieth"),
+                                          (2.0, "2.0 times")])
+def test_fraction_words(ratio, words):
+    assert fraction_words(ratio) == words
+
+
+@pytest.mark.parametrize("r, lo, hi, p, expected", [
+    (0.033, 0.005, 0.069, 1 / 201, "weak but significant, about a tenth of the paper's 0.451 (which is ruled out)"),
+    (0.168, 0.129, 0.214, 1 / 201, "weak but significant, about a third of the paper's 0.451 (which is ruled out)"),
+    (0.42, 0.35, 0.50, 1 / 201, "moderate and significant, consistent with the paper's 0.451"),
+    (0.62, 0.55, 0.70, 1 / 201, "strong and significant, above the paper's 0.451"),
+    (0.01, -0.04, 0.06, 0.6, "no correlation detectable; the paper's 0.451 is ruled out"),
+    (0.3, -0.1, 0.7, 0.2, "no correlation detectable; consistent with the paper's 0.451"),
+    (-0.1, -0.15, -0.05, 1 / 201, "a significant anti-correlation, against the paper's sign"),
+])
+def test_a_correlation_is_read_by_its_p_value_and_its_size_against_the_papers(r, lo, hi, p, expected):
+    text = correlation_reading(r, lo, hi, p, 200, 0.451)
+    assert text == f"r = {r:.3f} [{lo:.3f}, {hi:.3f}], {p_text(p, 200)}: {expected}"

@@ -11,6 +11,7 @@ from analysis.egtp.controls import (
     normalise_within_run,
     per_run_correlations,
     permutation_null,
+    permutation_p,
     residualise,
 )
 
@@ -110,3 +111,12 @@ def test_bootstrap_correlation_resamples_runs_and_flags_constants():
     assert est.value == pytest.approx(np.corrcoef(x, y)[0, 1])
     assert est.lo < est.value < est.hi and est.n == 30
     assert np.isnan(bootstrap_correlation(x, np.full(300, 2.0) + 1e-17 * x, groups, n_boot=10).value)
+
+
+def test_permutation_p_is_two_sided_around_the_null_mean_and_never_zero():
+    null = np.linspace(-0.1, 0.1, 99) + 0.2  # a null centred at 0.2, as for raw importance
+    assert permutation_p(0.5, null) == pytest.approx(1 / 100)
+    assert permutation_p(-0.1, null) == pytest.approx(1 / 100)  # as far below the centre counts the same
+    assert permutation_p(0.2, null) == pytest.approx(1)
+    assert permutation_p(0.25, null) == pytest.approx((1 + np.sum(np.abs(null - 0.2) >= 0.05 - 1e-12)) / 100)
+    assert np.isnan(permutation_p(np.nan, null)) and np.isnan(permutation_p(0.1, np.full(5, np.nan)))

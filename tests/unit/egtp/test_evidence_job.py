@@ -23,13 +23,20 @@ def planted(store):
 def test_the_learned_attention_head_finds_the_planted_entropy_signal_and_the_result_is_kept(planted, monkeypatch):
     payload = job.attribution_evidence(planted, "syn", SYNTHETIC_LAYER, epochs=80, n_boot=100, n_perm=30)
     table = pd.DataFrame(payload["table"])
-    assert set(table["head"]) == {"attention pooling (learned)", "mean pooling", "egtp pooling"}
+    assert set(table["head"]) == {"attention pooling (learned)", "attention pooling (learned, MLP scorer)",
+                                  "mean pooling", "egtp pooling"}
     assert set(table.loc[table["by_construction"], "head"]) == {"egtp pooling"}
     assert (table["layer"] == SYNTHETIC_LAYER).all() and payload["runs"]["test"] == table["n_runs"].max()
     rows = table[(table["head"] == "attention pooling (learned)") & (table["measure"] == "attention")]
     test = rows.set_index("control").loc["run-normalised"]
     assert test.pearson_lo > 0  # the head attends to the high-entropy token that carries the length
+    assert payload["verdict"] == payload["verdicts"]["attention pooling (learned)"]
     assert "the paper reports 0.451" in payload["verdict"] and payload["paper_pearson"] == 0.451
+    assert payload["positive_control"].startswith("positive control (egtp pooling head, pools by entropy")
+    heads = {h["head"]: h for h in payload["heads"]}
+    assert set(heads) == set(table["head"]) and heads["mean pooling"]["vs_reference"]["value"] == 0
+    assert heads["attention pooling (learned)"]["weight_entropy"]["value"] < 1
+    assert set(payload["best_epochs"]) == {"attention pooling (learned)", "attention pooling (learned, MLP scorer)"}
     records = payload["test_tokens"]
     assert len(records) == payload["runs"]["test"]
     n_tokens = sum(len(r["entropy"]) for r in records)
@@ -62,5 +69,6 @@ def test_cli_prints_the_table_the_paper_value_and_the_verdict(planted, capsys):
                  "--bootstrap", "50", "--permutations", "20"]) == 0
     out = capsys.readouterr().out
     assert "attention pooling (learned)" in out and "permutation null" in out and "Pearson r [95% CI]" in out
-    assert "true by construction" in out
+    assert "positive control: pools by entropy" in out and "permutation p" in out and "test MAE" in out
     assert "paper: Pearson r = 0.451" in out and "verdict: attention pooling (learned) head" in out
+    assert "verdict: attention pooling (learned, MLP scorer) head" in out and "positive control (egtp" in out
