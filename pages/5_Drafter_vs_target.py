@@ -9,7 +9,14 @@ from lenscope.app.outlets import train_section
 from lenscope.app.runner import run_job
 from lenscope.app.speculative import drafter_datasets, live_section, measurement_section
 from lenscope.app.widgets import get_store, model_picker, show_figure
-from lenscope.figures.outlets import ablation_table, mae_by_step_figure, paired_comparison_table, umap_figure
+from lenscope.figures.outlets import (
+    ablation_table,
+    drafter_ablation_tables,
+    mae_by_step_figure,
+    paired_comparison_table,
+    umap_figure,
+)
+from lenscope.jobs.drafter_ablation import drafter_ablation, stored_ablation
 from lenscope.jobs.outlets import UMAP_KIND, representation_umap_job, step_predictions, umap_config
 from lenscope.jobs.results import compare_predictors
 
@@ -49,6 +56,26 @@ if not probes.empty:
     ids = predictors.set_index("name")["predictor_id"]
     st.dataframe(paired_comparison_table(compare_predictors(store, int(ids[first]), int(ids[second]))),
                  hide_index=True)
+
+if datasets:
+    st.subheader("Which part of the gain: the draft decoder, its objective or its inputs?")
+    st.caption("The drafter variants (OUTLETS, no decoder, LP-only) beside MLP probes that see what the drafter "
+               "sees: the best single layer (chosen on validation), the fused layers, and the fused or last layer "
+               "pooled over every position the drafter attends over; epochs chosen on validation. Paired MAE "
+               "differences over the test split's steps 0-32 with bootstrap CIs over prompts; one training seed "
+               "each. A positive share is what that part earns.")
+    ablation_dataset = st.selectbox("Dataset", datasets, key="ablation_dataset")
+    ablation = stored_ablation(store, ablation_dataset)
+    if ablation is None:
+        st.info(f"Not measured yet for {ablation_dataset!r}: `python -m lenscope drafter-ablation --dataset "
+                f"{ablation_dataset}` (trains the probes; the study runs it after the drafter variants).")
+        if st.button("Run the drafter ablation (trains the probes)", key="drafter_ablation", disabled=target is None):
+            ablation = run_job(lambda cb: drafter_ablation(store, ablation_dataset, target.num_layers,
+                                                           on_progress=cb))
+    if ablation is not None:
+        maes, pairs = drafter_ablation_tables(ablation)
+        st.dataframe(maes, hide_index=True)
+        st.dataframe(pairs, hide_index=True)
 
 names = predictors["name"].tolist()
 st.markdown("**Dataset-wide MAE by decoding step**")

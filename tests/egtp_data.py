@@ -20,9 +20,10 @@ def fake_target(hidden_size: int) -> SimpleNamespace:
 
 
 def synthetic_dataset(store, name: str = "syn", n: int = 40, d: int = 8, seed: int = 0,
-                      censored_every: int = 0) -> list[int]:
+                      censored_every: int = 0, other_layers: tuple[int, ...] = ()) -> list[int]:
     """``n`` runs in dataset ``name`` (scenarios alternate chat/reasoning; every ``censored_every``-th run hit its
-    cap, when given); returns their run ids."""
+    cap, when given; ``other_layers`` are stored too, each a noisy copy of the head layer's states); returns their
+    run ids."""
     gen = torch.Generator().manual_seed(seed)
     target = fake_target(d)
     dataset_id = store.ensure_dataset(name, store.ensure_model(target), {"synthetic": True})
@@ -39,7 +40,9 @@ def synthetic_dataset(store, name: str = "syn", n: int = 40, d: int = 8, seed: i
         hidden[top, 0] = 3 * signal
         feats = SequenceFeatures(input_ids=torch.arange(total), tokens=[f"t{j}" for j in range(total)],
                                  entropy=entropy, topk_ids=torch.zeros(total, 5, dtype=torch.long),
-                                 topk_probs=torch.full((total, 5), 0.2), hidden={SYNTHETIC_LAYER: hidden})
+                                 topk_probs=torch.full((total, 5), 0.2),
+                                 hidden={SYNTHETIC_LAYER: hidden, **{layer: hidden + torch.randn(
+                                     total, d, generator=gen) * layer / 30 for layer in other_layers}})
         finished = not censored_every or i % censored_every != censored_every - 1
         generation = Generation(prompt_len=p, features=feats, text="x" * length, finished=finished,
                                 settings={"seed": i}, output_ids=[0] * length)

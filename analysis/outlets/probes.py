@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from analysis.core.training import fit_minibatch
 from analysis.egtp.plp import plp_steps
 from models.drafter import LengthHead, feature_statistics, length_from_log, log_length
 
@@ -37,6 +38,22 @@ def remaining_length_samples(prompt_len: int, output_length: int, max_step: int 
     length is ``L - t``."""
     steps = plp_steps(output_length, max_step)
     return StepSamples(steps=steps, positions=prompt_len - 1 + steps, remaining=output_length - steps)
+
+
+PROBE_VIEWS = ("last", "pooled")
+
+
+def step_features(hidden: Sequence[torch.Tensor], positions: np.ndarray, view: str = "last") -> torch.Tensor:
+    """Probe features [S, k*d] of ``k`` layers' states ([T, d] each) at ``positions`` [S] (the last visible
+    position of each step): view ``last``, each layer's state there; ``pooled`` [S, 2*k*d], also the mean of each
+    layer's states over positions 0..p, every position a drafter attends over at that step."""
+    if view not in PROBE_VIEWS:
+        raise ValueError(f"view must be one of {PROBE_VIEWS}, not {view!r}")
+    pos = torch.as_tensor(np.asarray(positions), dtype=torch.long)
+    parts = [h[pos].float() for h in hidden]
+    if view == "pooled":
+        parts += [h.float().cumsum(0)[pos] / (pos[:, None] + 1) for h in hidden]
+    return torch.cat(parts, dim=1)
 
 
 @dataclass
@@ -87,10 +104,25 @@ class LengthProbe(nn.Module):
         return probe.eval()
 
 
+@dataclass(frozen=True)
+class _Optimisation:
+    """The optimisation settings :func:`analysis.core.training.fit_minibatch` reads."""
+
+    lr: float
+    weight_decay: float
+    batch_size: int
+    epochs: int
+    seed: int
+
+
 def train_probe(x: torch.Tensor, remaining: torch.Tensor, config: ProbeConfig, epochs: int = 30,
                 lr: float = 1e-3, batch_size: int = 256, weight_decay: float = 1e-2, seed: int = 0,
-                on_epoch: Callable[[int, float], None] | None = None) -> LengthProbe:
-    """Fit a probe on features ``x`` [N, d] and true remaining lengths [N] (AdamW, minibatches)."""
+                on_epoch: Callable[[int, float], None] | None = None,
+                val: tuple[torch.Tensor, torch.Tensor] | None = None) -> LengthProbe:
+    """Fit a probe on features ``x`` [N, d] and true remaining lengths [N] with the shared minibatch loop
+    (:func:`analysis.core.training.fit_minibatch`: AdamW). With ``val`` (features, remaining lengths) the epoch
+    with the lowest validation MAE in tokens is kept, else the last; ``probe.best_epoch`` and ``probe.history``
+    record it."""
     if len(x) == 0:
         raise ValueError("no training samples for the probe")
     torch.manual_seed(seed)
@@ -100,17 +132,16 @@ def train_probe(x: torch.Tensor, remaining: torch.Tensor, config: ProbeConfig, e
     probe.std.copy_(std)
     z = log_length(remaining)
     probe.head.fit_target(z)
-    opt = torch.optim.AdamW(probe.parameters(), lr=lr, weight_decay=weight_decay)
-    gen = torch.Generator().manual_seed(seed)
-    for epoch in range(epochs):
-        order, total = torch.randperm(len(x), generator=gen), 0.0
-        for begin in range(0, len(x), batch_size):
-            idx = order[begin:begin + batch_size]
-            loss = probe.head.loss(probe(x[idx]), z[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total += loss.item() * len(idx)
-        if on_epoch:
-            on_epoch(epoch + 1, total / len(x))
+
+    def loss(model: nn.Module, xb: torch.Tensor, zb: torch.Tensor) -> torch.Tensor:
+        return model.head.loss(model(xb), zb)
+
+    val_score = None
+    if val is not None and len(val[0]):
+        def val_score(model: nn.Module) -> float:
+            return float((model.predict(val[0]) - val[1].float()).abs().mean())
+
+    best, history = fit_minibatch(probe, x, z, loss, _Optimisation(lr, weight_decay, batch_size, epochs, seed),
+                                  val_score, None if on_epoch is None else lambda e, _, row: on_epoch(e, row["loss"]))
+    probe.best_epoch, probe.history = best, history
     return probe.eval()

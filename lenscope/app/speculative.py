@@ -22,6 +22,7 @@ from lenscope.jobs.speculative import (
     SPECULATIVE_KIND,
     answer_ended,
     live_generation,
+    live_probes,
     registered_drafters,
     remaining_curve,
     speculative_job,
@@ -84,6 +85,7 @@ def live_section(store: Store, target: TargetModel | None, dataset: str, probes:
     drafters = registered_drafters(store, dataset)
     c1, c2, c3 = st.columns(3)
     variant = c1.selectbox("Drafter", list(drafters), key="live_variant")
+    probes = live_probes(probes)
     probe_names = ["(none)"] + probes["name"].tolist()
     probe_name = c2.selectbox("Probe", probe_names, index=min(1, len(probe_names) - 1), key="live_probe")
     max_new = c3.slider("Max new tokens", 16, 512, 128, key="live_tokens")

@@ -1,6 +1,7 @@
 """``lenscope train-drafter`` (OUTLETS drafter variants), ``lenscope train-probe`` (TRAIL-style MLP probe on one
-target layer), both trained on a collected dataset and registered in the store, and ``lenscope speculative`` (live
-speculative decoding of held-out prompts with the registered drafters)."""
+target layer), both trained on a collected dataset and registered in the store, ``lenscope drafter-ablation``
+(the variants paired with probes that see what the drafter sees) and ``lenscope speculative`` (live speculative
+decoding of held-out prompts with the registered drafters)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,14 @@ def register(subparsers) -> None:
     q.add_argument("--seed", type=int, default=0)
     _common.add_censoring_arg(q)
     q.set_defaults(func=run_probe)
+
+    a = subparsers.add_parser("drafter-ablation", help="the drafter variants (OUTLETS, no-decoder, LP-only) paired "
+                                                       "with probes that see what the drafter sees")
+    _common.add_dataset_arg(a, "dataset whose registered drafters to compare")
+    a.add_argument("--layer", type=int, default=30, help="the last layer (pooled probe; a best-layer candidate)")
+    a.add_argument("--epochs", type=int, default=20, help="most probe epochs (the best on validation is kept)")
+    _common.add_censoring_arg(a)
+    a.set_defaults(func=run_drafter_ablation)
 
     r = subparsers.add_parser("speculative", help="live speculative decoding of held-out prompts: acceptance per "
                                                   "position, tau, speedup (OUTLETS vs SD-only drafter)")
@@ -104,6 +113,24 @@ def run_probe(args: argparse.Namespace) -> int:
         result = train_probe_job(Store(), args.dataset, args.layer, args.mode, args.epochs, args.max_step,
                                  args.seed, include_censored=args.include_censored, on_progress=_bar_callback(bar))
     _report(result)
+    return 0
+
+
+def run_drafter_ablation(args: argparse.Namespace) -> int:
+    from cache.store import Store
+    from lenscope.figures.outlets import drafter_ablation_tables
+    from lenscope.jobs.drafter_ablation import drafter_ablation
+
+    _positive(args.epochs, "--epochs")
+    with _common.progress_bar(1, "drafter-ablation") as bar:
+        payload = drafter_ablation(Store(), args.dataset, args.layer, args.epochs, args.include_censored,
+                                   on_progress=_bar_callback(bar))
+    maes, pairs = drafter_ablation_tables(payload)
+    candidates = ", ".join(f"L{layer} {mae:.1f}" for layer, mae in payload["candidates"].items() if mae is not None)
+    print(f"test split, steps 0-32, one training seed each; best single layer on validation: L{payload['best_layer']} "
+          f"(validation MAE {candidates})")
+    print(maes.to_string(index=False))
+    print(pairs.to_string(index=False))
     return 0
 
 

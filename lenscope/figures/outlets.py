@@ -81,3 +81,14 @@ def paired_comparison_table(comparisons: list[dict]) -> pd.DataFrame:
                           "prompts": c["prompts"], "runs": c["runs"],
                           "verdict": paired_verdict(c["lo"], c["hi"], c["prompts"])}
                          for c in comparisons])
+
+
+def drafter_ablation_tables(payload: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(each drafter and probe's MAE [95% CI] over the test split's steps 0-32, the paired differences with the
+    share of the gain each measures and its verdict)."""
+    maes = pd.DataFrame([{"predictor": label, "MAE, steps 0-32 [95% CI]": ci_text(m["value"], m["lo"], m["hi"]),
+                          "prompts": m["n"], "runs": m["runs"]} for label, m in payload["predictors"].items()])
+    pairs = pd.DataFrame([{"first - second": f"{p['first']} - {p['second']}", "measures": p["share"] or "",
+                           "difference [95% CI]": ci_text(p["difference"], p["lo"], p["hi"], signed=True),
+                           "prompts": p["prompts"], "verdict": p["verdict"]} for p in payload["pairs"]])
+    return maes, pairs

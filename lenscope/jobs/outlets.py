@@ -13,9 +13,11 @@ import torch
 from analysis.core.metrics import prediction_metrics
 from analysis.core.progress import Progress, no_progress, with_details
 from analysis.core.splits import evaluation_split
+from analysis.egtp.plp import plp_steps, training_steps
 from analysis.outlets.probes import (
     ProbeConfig,
     remaining_length_samples,
+    step_features,
     train_probe,
 )
 from analysis.outlets.speculative import DRAFT_STEPS
@@ -31,6 +33,7 @@ from analysis.outlets.training import (
 )
 from cache.settings import get_settings
 from cache.store import Store, StoredRun
+from lenscope.jobs.crossval import LATER_STEPS, MAX_STEP
 from lenscope.jobs.datasets import JobResult, dataset_runs
 from models.drafter import LENGTH_MODES, Drafter
 from models.target import TargetModel
@@ -140,8 +143,11 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
     return JobResult(pid, name, metrics)
 
 
-def probe_name(dataset: str, layer: int, mode: str) -> str:
-    return f"probe:{dataset}:L{layer}:{mode}"
+def probe_name(dataset: str, layers: int | Sequence[int], mode: str, view: str = "last") -> str:
+    """``probe:DATASET:L15:regression`` (one layer's last state); other layers and views add to it, e.g.
+    ``probe:DATASET:L2+15+27:regression:pooled``."""
+    layers = [layers] if isinstance(layers, int) else list(layers)
+    return f"probe:{dataset}:L{'+'.join(map(str, layers))}:{mode}" + ("" if view == "last" else f":{view}")
 
 
 def probe_samples(run: StoredRun, layer: int, max_step: int | None) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
@@ -150,30 +156,55 @@ def probe_samples(run: StoredRun, layer: int, max_step: int | None) -> tuple[tor
     return run.features.hidden[layer][torch.as_tensor(samples.positions)], samples.steps, samples.remaining
 
 
-def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: str = "regression",
+def _probe_steps(output_length: int, split: str, max_step: int) -> np.ndarray:
+    """Steps a run's features are needed at: the steps a training run trains on (every step up to
+    :data:`MAX_STEP` and :data:`LATER_STEPS` spread further), and steps 0..``max_step`` for every run."""
+    shown = plp_steps(output_length, max_step)
+    if split != "train":
+        return shown
+    return np.union1d(shown, training_steps(output_length, MAX_STEP, LATER_STEPS))
+
+
+def train_probe_job(store: Store, dataset: str = "dev", layer: int | Sequence[int] = 15, mode: str = "regression",
                     epochs: int = 30, max_step: int = 128, seed: int = 0, include_censored: bool = False,
-                    on_progress: Progress = no_progress) -> JobResult:
-    """Train a TRAIL-style MLP probe on one layer's states (all steps of the train split), predict
-    steps 0..max_step of every run, and register it (kind ``probe``)."""
+                    view: str = "last", on_progress: Progress = no_progress) -> JobResult:
+    """Train a TRAIL-style MLP probe on target states (:func:`analysis.outlets.probes.step_features` of ``layer``,
+    one or several, in ``view``) on the train split's training steps (every step up to :data:`MAX_STEP` and
+    :data:`LATER_STEPS` spread further), keep the epoch (up to ``epochs``) with the lowest validation MAE over
+    steps 0..:data:`MAX_STEP` of the val split, predict steps 0..``max_step`` of every run and register it
+    (kind ``probe``)."""
+    layers = [layer] if isinstance(layer, int) else list(layer)
     runs = dataset_runs(store, dataset, include_censored)
     runs = runs[runs["output_tokens"] > 0]
     if not (runs["split"] == "train").any():
         raise ValueError(f"dataset {dataset!r} has no training runs to fit a probe on; collect more prompts")
     rows = []
     for i, row in enumerate(runs.itertuples()):
-        run = store.load_run(int(row.run_id), layers=[layer])
-        if layer not in run.features.hidden:
-            raise ValueError(f"run {run.id} has no stored hidden states for layer {layer}")
-        rows.append((run.id, row.split, *probe_samples(run, layer, None)))
+        run = store.load_run(int(row.run_id), layers=layers)
+        missing = [lay for lay in layers if lay not in run.features.hidden]
+        if missing:
+            raise ValueError(f"run {run.id} has no stored hidden states for layers {missing}")
+        steps = _probe_steps(run.output_length, row.split, max_step)
+        feats = step_features([run.features.hidden[lay] for lay in layers], run.prompt_len - 1 + steps, view)
+        fits = {"train": np.isin(steps, training_steps(run.output_length, MAX_STEP, LATER_STEPS)),
+                "val": steps <= MAX_STEP}.get(row.split)
+        rows.append((run.id, row.split, feats.half(), steps, run.output_length - steps, fits))
         on_progress(i + 1, len(runs), "loading runs")
-    train_rows = [r for r in rows if r[1] == "train"]
-    x = torch.cat([r[2] for r in train_rows])
-    remaining = torch.as_tensor(np.concatenate([r[4] for r in train_rows]))
-    config = ProbeConfig(in_dim=x.shape[1], layer=layer, mode=mode)
+
+    def samples(split: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The features and remaining lengths a ``split`` run trains (train) or validates (val) the probe on."""
+        picked = [(feats[torch.as_tensor(fits)], rem[fits]) for _, s, feats, _, rem, fits in rows if s == split]
+        if not picked:
+            return torch.zeros(0, rows[0][2].shape[1]), torch.zeros(0)
+        return torch.cat([f for f, _ in picked]), torch.as_tensor(np.concatenate([r for _, r in picked]))
+
+    x, remaining = samples("train")
+    config = ProbeConfig(in_dim=x.shape[1], layer=layers[-1], mode=mode)
     probe = train_probe(x, remaining, config, epochs=epochs, seed=seed,
+                        val=samples("val"),
                         on_epoch=lambda e, loss: on_progress(e, epochs, with_details("training", f"loss {loss:.3f}")))
     frames = []
-    for run_id, split, feats, steps, rem in rows:
+    for run_id, split, feats, steps, rem, _ in rows:
         keep = steps <= max_step
         frames.append(pd.DataFrame({"run_id": run_id, "step": steps[keep],
                                     "predicted": probe.predict(feats[torch.as_tensor(keep)]).numpy(),
@@ -181,12 +212,14 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int = 15, mode: s
     predictions = pd.concat(frames, ignore_index=True)
     prompts = runs.set_index("run_id")["prompt_id"]
     metrics = {**prediction_metrics(predictions.assign(prompt_id=predictions["run_id"].map(prompts))),
-               "train_samples": len(x)}
-    name = probe_name(dataset, layer, mode)
+               "train_samples": len(x), "best_epoch": probe.best_epoch, "history": probe.history,
+               "val_mae": min((h["val"] for h in probe.history if "val" in h), default=None)}
+    name = probe_name(dataset, layers, mode, view)
     path = probe.save(get_settings().artifact_dir / "probes" / name.replace(":", "-"))
-    pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layer, "mode": mode,
-                                               "epochs": epochs, "max_step": max_step, "seed": seed,
-                                               "include_censored": include_censored},
+    pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layers[-1], "layers": layers,
+                                               "view": view, "mode": mode, "epochs": epochs, "max_step": max_step,
+                                               "seed": seed, "include_censored": include_censored,
+                                               "train_steps": {"dense": MAX_STEP, "later": LATER_STEPS}},
                                metrics, str(path), int(runs["model_id"].iloc[0]), store.dataset_id(dataset))
     store.save_predictions(pid, predictions)
     return JobResult(pid, name, metrics)

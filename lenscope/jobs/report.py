@@ -12,11 +12,12 @@ import plotly.graph_objects as go
 from cache.store import Store
 from lenscope.figures.attribution_evidence import evidence_display, head_summary_display
 from lenscope.figures.egtp import ablation_pivot, mae_by_step_figure, pooling_ablation_figure
-from lenscope.figures.outlets import ablation_table
+from lenscope.figures.outlets import ablation_table, drafter_ablation_tables
 from lenscope.figures.serving import outlets_change_figure
 from lenscope.jobs.attribution_evidence import stored_evidence
 from lenscope.jobs.claims import dataset_predictors, stored_claims, stored_claims_table
 from lenscope.jobs.datasets import dataset_counts
+from lenscope.jobs.drafter_ablation import stored_ablation
 from lenscope.jobs.egtp import (
     ABLATION_KIND,
     PAPER_ABLATION,
@@ -124,6 +125,14 @@ def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> st
         report.note("Not run yet: `python -m lenscope train-drafter` and `train-probe`.")
     else:
         report.table(ablation_table(own))
+    ablation = stored_ablation(store, dataset)
+    if ablation is not None:
+        maes, pairs = drafter_ablation_tables(ablation)
+        report.note("Which part of the drafter's gain: the variants beside probes that see what the drafter sees "
+                    "(test split, steps 0-32, paired bootstrap CIs over prompts, one training seed each; a positive "
+                    "share is what that part earns).")
+        report.table(maes)
+        report.table(pairs)
 
     report.heading("Scheduling: the OUTLETS preset (1 prefill + 3 decode)")
     preset = store.get_result(PRESET_KIND, preset_config(store, dataset))

@@ -56,9 +56,18 @@ def registered_drafters(store: Store, dataset: str, variants=COMPARED) -> dict[s
     return found
 
 
+def live_probes(probes: pd.DataFrame) -> pd.DataFrame:
+    """The registered probes that read one layer's state at the newest position, what a live verify pass gives
+    (not the fused or pooled views of the drafter ablation)."""
+    if probes.empty:
+        return probes
+    return probes[probes["config"].map(lambda c: (c or {}).get("view", "last") == "last"
+                                       and len((c or {}).get("layers", [None])) == 1)]
+
+
 def registered_probe(store: Store, dataset: str) -> pd.Series | None:
-    """A registered regression probe of ``dataset`` (the study's), or None."""
-    probes = store.predictors_frame("probe")
+    """A registered one-layer regression probe of ``dataset`` (the study's), or None."""
+    probes = live_probes(store.predictors_frame("probe"))
     mine = probes["config"].map(lambda c: (c or {}).get("dataset") == dataset and (c or {}).get("mode") == "regression")
     return None if not mine.any() else probes[mine].iloc[0]
 
