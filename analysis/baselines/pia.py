@@ -78,9 +78,10 @@ def _unit_factor(unit: str | None) -> float:
     return TOKENS_PER_UNIT[unit.rstrip("s") if unit not in TOKENS_PER_UNIT else unit]
 
 
-def parse_length_answer(answer: str, fallback: float) -> LengthEstimate:
-    """Tokens estimated by ``answer`` (bare numbers are words, as the question asks); ``fallback`` and a
-    flag when there is no positive number in it."""
+def parse_length_answer(answer: str, fallback: float, cap: float | None = None) -> LengthEstimate:
+    """Tokens estimated by ``answer`` (bare numbers are words, as the question asks), at most ``cap`` (e.g. the
+    longest answer a dataset has: an estimate above it is clipped and said so); ``fallback`` and a flag when
+    there is no positive number in it."""
     text = _normalise(answer or "")
     candidates: list[tuple[int, float, str | None, str]] = []
     taken: list[tuple[int, int]] = []
@@ -97,7 +98,10 @@ def parse_length_answer(answer: str, fallback: float) -> LengthEstimate:
     candidates.sort(key=lambda c: (c[2] is None or _unit_factor(c[2]) not in
                                    (TOKENS_PER_UNIT["token"], TOKENS_PER_UNIT["word"]), c[2] is None, c[0]))
     _, value, unit, how = candidates[0]
-    return LengthEstimate(value * _unit_factor(unit), False, f"{how} in {unit or DEFAULT_UNIT + 's (default)'}")
+    tokens, reason = value * _unit_factor(unit), f"{how} in {unit or DEFAULT_UNIT + 's (default)'}"
+    if cap is not None and tokens > cap:
+        return LengthEstimate(float(cap), False, f"{reason}, {tokens:.4g} tokens clipped to {cap:g}")
+    return LengthEstimate(tokens, False, reason)
 
 
 def ask_lengths(target: TargetModel, prompts: Sequence[str], max_new_tokens: int = 24) -> list[str]:

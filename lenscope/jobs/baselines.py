@@ -218,8 +218,9 @@ def _fit_ltr(x, data, cfg, out, on_progress) -> Fitted:
 
 
 def _fit_pia(answers, data, cfg, out, on_progress) -> Fitted:
-    fallback = float(data.part(data.lengths, "train")[1].median())
-    estimates = [parse_length_answer(a, fallback) for a in answers]
+    # an estimate past the longest answer in the data (up to 1e13 tokens on the study) is clipped to it
+    fallback, cap = float(data.part(data.lengths, "train")[1].median()), float(data.lengths.max())
+    estimates = [parse_length_answer(a, fallback, cap) for a in answers]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "answers.json"
     path.write_text(json.dumps([{"run_id": int(r), "answer": a, "tokens": e.tokens, "flagged": e.flagged,
@@ -227,8 +228,10 @@ def _fit_pia(answers, data, cfg, out, on_progress) -> Fitted:
                                indent=1))
     flagged = sum(e.flagged for e in estimates)
     return Fitted(np.array([e.tokens for e in estimates]), path,
-                  {"template": PIA_TEMPLATE, "tokens_per_word": TOKENS_PER_WORD, "fallback_median": fallback},
-                  {"flagged": flagged, "flagged_share": flagged / len(estimates)})
+                  {"template": PIA_TEMPLATE, "tokens_per_word": TOKENS_PER_WORD, "fallback_median": fallback,
+                   "clip": cap},
+                  {"flagged": flagged, "flagged_share": flagged / len(estimates),
+                   "clipped": sum("clipped to" in e.reason for e in estimates)})
 
 
 # Each fitter trains on ``data.masks["train"]`` (and "val" where it stops early) from the inputs of

@@ -33,6 +33,7 @@ from lenscope.jobs.cv_learners import (
     study_learners,
 )
 from lenscope.jobs.egtp import HEAD_VARIANTS, PAPER_ABLATION, PAPER_PLP
+from lenscope.jobs.outlets import drafter_name
 from models.target import TargetModel
 
 CLAIMS_KIND = "study_claims"
@@ -321,7 +322,7 @@ def claims_report(store: Store, dataset: str, layer: int, probe_layer: int, fold
         except ValueError as exc:  # e.g. a fold with too few training runs
             skipped[name] = str(exc)
     for label, variant in DRAFTERS.items():
-        frame = stored_out_of_sample(store, f"drafter:{dataset}:{variant}", runs)
+        frame = stored_out_of_sample(store, drafter_name(dataset, variant), runs)
         if frame is not None and not frame.empty:
             scored[label] = Scored.of(frame)
     probe = f"target probe (layer {probe_layer})"
@@ -334,7 +335,7 @@ def claims_report(store: Store, dataset: str, layer: int, probe_layer: int, fold
             scenarios[scenario] = judge(specs, scored, scenario, plp_fall_specs())
     config = {"dataset": dataset, "folds": folds, "seeds": seeds, "layer": layer, "probe_layer": probe_layer,
               "runs": runs_digest(runs), "skipped": skipped,
-              "drafter": dataset_predictors(store, dataset).get(f"drafter:{dataset}:outlets")}
+              "drafter": dataset_predictors(store, dataset).get(drafter_name(dataset, "outlets"))}
     report = ClaimsReport(claims, scenarios, predictor_summary(scored), head_options(scored), config)
     store.put_result(CLAIMS_KIND, f"claims {dataset} ({folds}-fold, {seeds} seeds)", {"dataset": dataset},
                      {"claims": _records(claims), "by_scenario": {k: _records(v) for k, v in scenarios.items()},

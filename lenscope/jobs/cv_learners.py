@@ -194,15 +194,24 @@ def plp_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
 
 
 def probe_learner(inputs: StudyInputs, epochs: int) -> Learner:
-    """The TRAIL-style MLP probe on the target's states at the probe layer, on the :data:`TRAIN_STEPS` of the
-    training runs."""
+    """The TRAIL-style MLP probe on the target's states at the probe layer, trained on the :data:`TRAIN_STEPS` of
+    the fold's training runs; of up to ``epochs`` epochs, the one with the lowest MAE over the validation runs'
+    steps 0..:data:`MAX_STEP` is kept."""
+    def samples(runs: np.ndarray, lengths: np.ndarray, upto: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        states, remaining = [], []
+        for i in runs:
+            x, steps = inputs.probe_states[i]
+            keep = steps <= (upto if upto is not None else steps.max())
+            states.append(x[torch.as_tensor(keep)])
+            remaining.append(lengths[i] - steps[keep])
+        return torch.cat(states).float(), torch.as_tensor(np.concatenate(remaining))
+
     def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
         lengths = fold.runs["output_tokens"].to_numpy()
-        train = np.flatnonzero(fold.mask("train") | fold.mask("val"))
-        x = torch.cat([inputs.probe_states[i][0] for i in train]).float()
-        remaining = torch.as_tensor(np.concatenate([lengths[i] - inputs.probe_states[i][1] for i in train]))
+        x, remaining = samples(np.flatnonzero(fold.mask("train")), lengths, None)
+        val = samples(np.flatnonzero(fold.mask("val")), lengths, MAX_STEP) if fold.mask("val").any() else None
         probe = train_probe(x, remaining, ProbeConfig(in_dim=x.shape[1], layer=inputs.probe_layer), epochs=epochs,
-                            seed=fold.seed, on_epoch=lambda e, loss: on_progress(e, epochs, "training"))
+                            seed=fold.seed, val=val, on_epoch=lambda e, loss: on_progress(e, epochs, "training"))
         frames = []
         for i in np.flatnonzero(fold.test):
             states, steps = inputs.probe_states[i]
@@ -213,7 +222,7 @@ def probe_learner(inputs: StudyInputs, epochs: int) -> Learner:
 
     return Learner(f"target probe (layer {inputs.probe_layer})", dynamic=True, fit_predict=fit,
                    config={"layer": inputs.probe_layer, "epochs": epochs, "mode": "regression",
-                           "train_steps": TRAIN_STEPS})
+                           "train_steps": TRAIN_STEPS, "validation": f"val runs, steps 0-{MAX_STEP}"})
 
 
 def baseline_learner(inputs: StudyInputs, name: str, cfg: BaselineConfig | None = None) -> Learner:
@@ -230,7 +239,8 @@ def baseline_learner(inputs: StudyInputs, name: str, cfg: BaselineConfig | None 
             fitted = FITTERS[name](x, data, replace(cfg, seed=fold.seed), Path(out), on_progress)
         return _static_frame(fold.runs, fold.test, fitted.predicted[fold.test])
 
-    return Learner(f"baseline {name}", dynamic=False, fit_predict=fit, config=asdict(cfg),
+    pia = {"clip": "the longest answer"} if name == "pia" else {}  # PiA's estimates are clipped to it
+    return Learner(f"baseline {name}", dynamic=False, fit_predict=fit, config={**asdict(cfg), **pia},
                    seeds=1 if name == "pia" else 3)
 
 

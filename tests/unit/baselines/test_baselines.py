@@ -180,3 +180,9 @@ def test_cli_rejects_unknown_baselines(data_dir, capsys):
 
     assert main(["train-baselines", "--dataset", "any", "--only", "ssjf-reg,oracle"]) == 2
     assert "unknown baselines ['oracle']" in capsys.readouterr().err
+
+
+def test_an_estimate_past_the_cap_is_clipped_and_says_so():
+    est = parse_length_answer("About 40000000000000 words.", fallback=77, cap=1024)
+    assert est.tokens == 1024 and not est.flagged and "clipped to 1024" in est.reason
+    assert parse_length_answer("About 100 words.", fallback=77, cap=1024).tokens == pytest.approx(100 * TOKENS_PER_WORD)
