@@ -1,10 +1,13 @@
-"""Serving metrics of a simulation: latency percentiles by request class, throughput, padding."""
+"""Serving metrics of a simulation: latency percentiles by request class, throughput, padding; intervals over
+seeds."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
+from analysis.core.metrics import Estimate
 from analysis.serving.engine import SimResult
 
 PERCENTILES = (50, 90, 99)
@@ -109,3 +112,14 @@ def instance_load(result: SimResult, bins: int = 200) -> pd.DataFrame:
         rows.append(pd.DataFrame({"instance": inst, "role": role, "t_s": (lo + hi) / 2,
                                   "batch_size": busy / (hi - lo), "kv_tokens": kv.to_numpy()}))
     return pd.concat(rows, ignore_index=True)
+
+
+def t_interval(values, level: float = 0.95) -> Estimate:
+    """Mean of ``values`` (one per seed) with its Student-t interval, mean +- t_{(1+level)/2, n-1} * sd / sqrt(n)
+    (sd with n - 1 degrees of freedom); NaN bounds under two values, NaN throughout for none."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        mean = float(v[0]) if v.size else float("nan")
+        return Estimate(mean, float("nan"), float("nan"), int(v.size))
+    mean, half = float(v.mean()), float(stats.t.ppf((1 + level) / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size))
+    return Estimate(mean, mean - half, mean + half, int(v.size))

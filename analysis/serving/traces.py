@@ -33,6 +33,9 @@ TRACE_COLUMNS = ["arrival_s", "prompt_tokens", "output_tokens"]
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "datetime": None}
 MAPPING_KEYS = ("arrival", "prompt", "output", "hash_ids", "predicted")
 PREDICTED_COLUMN = "predicted_tokens"  # a trace's own predicted output lengths, read whenever present
+# How requests are drawn from a pool (:func:`draw_requests`): each equally likely, or each in proportion to its
+# output length (the request of a uniformly drawn output token), which makes a workload more decode-bound.
+WORKLOADS = ("uniform", "decode-bound")
 Source = str | Path | bytes | BinaryIO
 
 
@@ -296,13 +299,31 @@ def filter_trace(trace: pd.DataFrame, max_prompt_tokens: int | None = None,
     return out.reset_index(drop=True)
 
 
+def draw_requests(pool: pd.DataFrame, n: int, seed: int = 0, workload: str = "uniform") -> pd.DataFrame:
+    """``n`` requests of a freshly drawn pool: a bootstrap resample of ``pool`` (which of its requests make up the
+    trace), then ``n`` requests drawn from that with replacement, as ``workload`` says (:data:`WORKLOADS`).
+    Seeded; arrivals are left as they are (re-time them)."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"workload must be one of {', '.join(WORKLOADS)}, not {workload!r}")
+    if pool.empty or n < 1:
+        raise ValueError("need a non-empty pool and at least one request")
+    rng = np.random.default_rng(seed)
+    resampled = pool.iloc[rng.integers(0, len(pool), size=len(pool))]
+    weights = resampled["output_tokens"].to_numpy(float) if workload == "decode-bound" else np.ones(len(pool))
+    rows = rng.choice(len(resampled), size=n, p=weights / weights.sum())
+    return resampled.iloc[rows].reset_index(drop=True)
+
+
 def from_runs(runs: pd.DataFrame, qps: float, seed: int = 0) -> pd.DataFrame:
-    """Trace of the app's own runs (``store.runs_frame(dataset)``): true lengths, Poisson arrivals."""
+    """Trace of the app's own runs (``store.runs_frame(dataset)``): true lengths, Poisson arrivals, and (when the
+    runs say) which answers were cut at the token cap (``censored``: at least that long, replayed as that long)."""
     if runs.empty:
         raise ValueError("the dataset has no runs yet; create some with `python -m lenscope collect`")
     frame = pd.DataFrame({"arrival_s": 0.0, "prompt_tokens": runs["prompt_tokens"].astype(np.int64),
                           "output_tokens": runs["output_tokens"].clip(lower=1).astype(np.int64),
                           "run_id": runs["run_id"].astype(np.int64)})
+    if "censored" in runs:
+        frame["censored"] = runs["censored"].astype(bool).to_numpy()
     return poisson_retime(frame, qps, seed)
 
 

@@ -1,10 +1,12 @@
 """``lenscope qps-sweep`` (latency against offered load for several policies, and where each saturates) and
-``lenscope outlets-preset`` (RR+FCFS vs RR+SJF vs LB+SJF on the OUTLETS workload over seeds, with CIs)."""
+``lenscope outlets-preset`` (RR+FCFS vs RR+SJF vs LB+SJF on the OUTLETS workload over seeds, with CIs, beside the
+oracle and a constant predictor on the same requests)."""
 
 from __future__ import annotations
 
 import argparse
 
+from analysis.serving.traces import WORKLOADS
 from lenscope.cli._common import PhaseBars, add_ray_args, output_file, ray_options
 from lenscope.cli.serving import (
     add_cluster_args,
@@ -33,13 +35,17 @@ def register(subparsers) -> None:
     p.set_defaults(func=run, qps=None, dispatch="rr", queue="fcfs")
 
     o = subparsers.add_parser("outlets-preset", help="the OUTLETS preset: RR+FCFS, RR+SJF and LB+SJF on 1 prefill + "
-                              "3 decode instances, short prompts (and long outputs), over seeds with 95%% CIs")
+                              "3 decode instances, short prompts (and long outputs), over seeds with 95%% t "
+                              "intervals, with the oracle and a constant predictor as references")
     add_trace_args(o)
     o.add_argument("--requests", type=int, default=1914, help="requests drawn from the trace (default 1914)")
     o.add_argument("--qps", type=float, help="offered load (default: 4x the cluster's estimated capacity)")
-    o.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (arrivals, predictor noise; default 5)")
-    o.add_argument("--min-output-tokens", type=int, default=100, help="decode-bound workload: keep outputs of at "
-                   "least this many tokens (default 100; 0 keeps all)")
+    o.add_argument("--seeds", type=int, help="seeds 0..N-1, each a new bootstrap pool of the trace's requests, "
+                   "draw, arrivals and predictor noise (default: the preset's 20)")
+    o.add_argument("--min-output-tokens", type=int, default=100, help="keep outputs of at least this many tokens "
+                   "(default 100; 0 keeps all)")
+    o.add_argument("--workload", choices=WORKLOADS, default="uniform", help="draw the requests uniformly, or "
+                   "decode-bound: in proportion to their output length (default uniform)")
     add_predictor_args(o)
     o.add_argument("--short-quantile", type=float, default=0.5)
     o.set_defaults(func=run_preset)
@@ -88,21 +94,39 @@ def run(args: argparse.Namespace) -> int:
 def run_preset(args: argparse.Namespace) -> int:
     from analysis.serving.engine import SimConfig
     from cache.store import Store
-    from lenscope.jobs.serving import format_seed_table, outlets_preset, preset_seed_table
+    from lenscope.jobs.serving import (
+        PRESET_SEEDS,
+        format_seed_table,
+        outlets_preset,
+        preset_seed_table,
+        training_median,
+    )
 
-    if args.seeds < 1:
+    seeds = PRESET_SEEDS if args.seeds is None else args.seeds
+    if seeds < 1:
         raise ValueError("--seeds must be at least 1")
     store = Store()
     qps, args.qps = args.qps, 1.0 if args.dataset else None  # the trace's own arrivals are replaced anyway
     trace = trace_from(args, store)
     spec = spec_from(args, store)
+    if args.dataset:
+        constant = training_median(store, args.dataset)
+        source = f"the median output length of the training runs of {args.dataset}"
+        print("note: runs cut at the token cap are left out (predictors trained on finished runs do not predict them)")
+    else:
+        constant = float(trace["output_tokens"].median())
+        source = "the median output length of the trace"
     bars = PhaseBars()
     try:
         preset = outlets_preset(store, trace, spec, SimConfig(cost=cost_from(args), seed=args.seed), args.requests, qps,
-                                args.short_quantile, bars, args.seeds, args.min_output_tokens or None)
+                                args.short_quantile, bars, seeds, args.min_output_tokens or None, args.workload,
+                                constant)
     finally:
         bars.close()
-    print(f"OUTLETS preset | {spec.label()} | {preset.note}")
+    print(f"OUTLETS preset | {spec.label()} | {args.workload} workload: {preset.note}")
+    print(f"references on the same requests and arrivals: oracle (the true lengths) and constant {constant:g} "
+          f"({source})")
     print(format_seed_table(preset_seed_table(preset.per_seed)).to_string(index=False))
-    print("means over seeds [95% bootstrap CI over seeds]; changes paired by seed")
+    print(f"means over seeds [95% Student-t interval over n = {seeds} seeds]; changes and shares of the oracle's "
+          "cut paired by seed")
     return 0

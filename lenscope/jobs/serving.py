@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.core.metrics import bootstrap_mean, ci_text
+from analysis.core.metrics import ci_text
 from analysis.core.progress import Progress, no_progress
+from analysis.results.leaderboard import constant_predictions
 from analysis.serving.cost_model import DEFAULT_COST, Calibration, fit_cost_model, profile_configs
 from analysis.serving.engine import BATCHING, MODES, SimConfig, simulate
 from analysis.serving.external_predictions import predictions_format
-from analysis.serving.metrics import instance_load, relative_change, request_latencies, summarize
+from analysis.serving.metrics import instance_load, relative_change, request_latencies, summarize, t_interval
 from analysis.serving.predictors import EMPIRICAL_BUCKETS
 from analysis.serving.registry import (
     DISPATCH_POLICIES,
@@ -30,8 +31,10 @@ from analysis.serving.registry import (
 )
 from analysis.serving.traces import (
     TIME_UNITS,
+    WORKLOADS,
     TraceFormat,
     UnknownTraceFormat,
+    draw_requests,
     filter_trace,
     from_runs,
     load_trace_file,
@@ -46,13 +49,14 @@ from lenscope.jobs.external_predictions import ImportedPredictions, import_predi
 
 __all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
     "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "EMPIRICAL_BUCKETS", "ImportedPredictions", "MODES",
-    "OUTLETS_PAPER", "Outcome", "PREDICTORS", "PREFILL_QUEUE_POLICIES", "PredictorSpec", "PresetOutcome",
-    "QUEUE_POLICIES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS",
-    "TraceFormat", "UnknownTraceFormat", "builtin_trace_files", "check_out_of_sample", "compare_table",
-    "cost_model_options", "dataset_trace", "dispatch_choices", "filter_trace", "fit_cost_option",
+    "OUTLETS_PAPER", "Outcome", "PREDICTORS", "PREFILL_QUEUE_POLICIES", "PRESET_SEEDS", "PredictorSpec",
+    "PresetOutcome", "QUEUE_POLICIES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS",
+    "TraceFormat", "UnknownTraceFormat", "WORKLOADS", "builtin_trace_files", "check_out_of_sample",
+    "compare_table", "cost_model_options", "dataset_trace", "dispatch_choices", "filter_trace", "fit_cost_option",
     "format_seed_table", "from_runs", "import_predictions", "load_trace_file", "noise_sweep", "outlets_configs",
     "outlets_preset", "outlets_trace", "parse_maes", "poisson_retime", "predictions_format", "predictor_choices",
-    "preset_seed_table", "run_simulation", "saturating_qps", "short_p99_change"]
+    "preset_predictors", "preset_seed_table", "reference_rows", "run_simulation", "saturating_qps",
+    "short_p99_change", "training_median"]
 
 SHIPPED_TRACES = REPO_ROOT / "data" / "traces"  # public traces and the Splitwise profile, sources in its README
 SPLITWISE_PROFILE = SHIPPED_TRACES / "splitwise_perf_model.csv"
@@ -64,10 +68,12 @@ REQUEST_COLUMNS = ["rid", "arrival_s", "prompt_tokens", "output_tokens", "predic
                    "length_class"]
 
 # OUTLETS system study (paper, Sec. system-level evaluation): 1P+3D, 1,914 ShareGPT requests with
-# prompts <= 50 tokens, 100 QPS; short-request P99 latency 59.8 s (RR+FCFS) -> 39.0 s (LB+SJF).
-OUTLETS_PAPER = {"requests": 1914, "max_prompt_tokens": 50, "qps": 100.0,
+# prompts <= 50 tokens (mean output 1,127 tokens), 100 QPS; short-request P99 latency 59.8 s (RR+FCFS) -> 39.0 s
+# (LB+SJF).
+OUTLETS_PAPER = {"requests": 1914, "max_prompt_tokens": 50, "mean_output_tokens": 1127, "qps": 100.0,
                  "short_p99_before_s": 59.8, "short_p99_after_s": 39.0, "short_p99_change": -0.348}
 OUTLETS_POLICIES = [("rr", "fcfs"), ("rr", "sjf"), ("lb", "sjf")]
+PRESET_SEEDS = 20  # the preset's seeds by default: each a new request pool, draw and arrivals
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,15 @@ def dataset_trace(store: Store, dataset: str, qps: float, seed: int = 0, split: 
     return from_runs(runs, qps, seed)
 
 
+def training_median(store: Store, dataset: str, include_censored: bool = False) -> float:
+    """The constant reference's prediction for a dataset: the median output length of its training runs (the
+    leaderboard's constant predictor at step 0)."""
+    step0 = constant_predictions(dataset_runs(store, dataset, include_censored))
+    if step0.empty:
+        raise ValueError(f"dataset {dataset!r} has no training runs to take the constant reference's median from")
+    return float(step0["predicted"].iloc[0])
+
+
 def builtin_trace_files() -> list[Path]:
     """The traces shipped in ``data/traces`` (profiles such as Splitwise's are not traces)."""
     return trace_files(SHIPPED_TRACES)
@@ -189,29 +204,29 @@ def run_simulation(store: Store, trace: pd.DataFrame, spec: PredictorSpec, confi
 
 
 def outlets_trace(trace: pd.DataFrame, qps: float = OUTLETS_PAPER["qps"], seed: int = 0,
-                  n_requests: int = OUTLETS_PAPER["requests"],
-                  min_output_tokens: int | None = None) -> tuple[pd.DataFrame, str]:
-    """The OUTLETS workload shape from any trace: prompts <= 50 tokens (and, decode-bound like the paper's
-    workload, outputs >= ``min_output_tokens``), ``n_requests`` of them (the first ones; drawn with replacement,
-    seeded, when fewer qualify), Poisson at ``qps``. Returns the trace and a note saying how it was built."""
-    short = filter_trace(trace, max_prompt_tokens=OUTLETS_PAPER["max_prompt_tokens"])
+                  n_requests: int = OUTLETS_PAPER["requests"], min_output_tokens: int | None = None,
+                  workload: str = "uniform") -> tuple[pd.DataFrame, str]:
+    """The OUTLETS workload shape from any trace: its requests with prompts <= 50 tokens (and outputs >=
+    ``min_output_tokens``) are the pool; ``n_requests`` are drawn from a bootstrap resample of the pool as
+    ``workload`` says (:func:`draw_requests`, seeded), Poisson at ``qps``. Returns the trace and a note saying how it
+    was built (runs cut at the token cap are counted: at least that long, replayed as that long)."""
+    pool = filter_trace(trace, max_prompt_tokens=OUTLETS_PAPER["max_prompt_tokens"])
     if min_output_tokens:
-        short = short[short["output_tokens"] >= min_output_tokens]
-        if short.empty:
+        pool = pool[pool["output_tokens"] >= min_output_tokens]
+        if pool.empty:
             raise ValueError(f"no request has a prompt <= {OUTLETS_PAPER['max_prompt_tokens']} tokens and an output "
                              f">= {min_output_tokens} tokens; lower the minimum output or pick another trace")
-    if len(short) >= n_requests:
-        picked, how = short.head(n_requests), f"first {n_requests}"
-    else:
-        rows = np.random.default_rng(seed).integers(0, len(short), size=n_requests)
-        picked, how = short.iloc[rows], f"{n_requests} drawn with replacement from {len(short)}"
+    picked = draw_requests(pool, n_requests, seed, workload)
     outputs = f" and outputs >= {min_output_tokens} tokens" if min_output_tokens else ""
-    note = (f"{how} requests with prompts <= {OUTLETS_PAPER['max_prompt_tokens']} tokens{outputs}, "
-            f"Poisson arrivals at {qps:g} QPS")
-    if min_output_tokens:
-        note += (f" (mean prompt {picked['prompt_tokens'].mean():.0f}, mean output "
-                 f"{picked['output_tokens'].mean():.0f} tokens)")
-    return poisson_retime(picked.reset_index(drop=True), qps, seed), note
+    how = "in proportion to their output length" if workload == "decode-bound" else "uniformly"
+    note = (f"{n_requests} requests drawn {how} from a bootstrap resample of the {len(pool)} requests with prompts <= "
+            f"{OUTLETS_PAPER['max_prompt_tokens']} tokens{outputs}, Poisson arrivals at {qps:g} QPS (mean prompt "
+            f"{picked['prompt_tokens'].mean():.0f}, mean output {picked['output_tokens'].mean():.0f} tokens")
+    if "censored" in picked and picked["censored"].any():
+        cut = picked[picked["censored"]]
+        note += (f"; {len(cut)} of them cut at the token cap, i.e. at least {cut['output_tokens'].min()} tokens, "
+                 "replayed as that long")
+    return poisson_retime(picked, qps, seed), note + ")"
 
 
 def saturating_qps(trace: pd.DataFrame, config: SimConfig, factor: float = 4.0) -> float:
@@ -239,8 +254,9 @@ def outlets_configs(base: SimConfig = SimConfig()) -> list[SimConfig]:
 
 @dataclass
 class PresetOutcome:
-    """The OUTLETS preset: one outcome per policy pair (RR+FCFS first) of the first seed, how the workload was built,
-    the short-request P99 change of each other pair against RR+FCFS, and per seed and pair the headline metrics
+    """The OUTLETS preset: the chosen predictor's outcome per policy pair (RR+FCFS first) of the first seed, how the
+    workload was built, the chosen predictor's mean short-request P99 change over seeds of each other pair against
+    RR+FCFS, and per seed, predictor (the chosen one and the references) and pair the headline metrics
     (:data:`PRESET_METRICS`, and ``short_p99_change``)."""
 
     outcomes: list[Outcome]
@@ -250,63 +266,108 @@ class PresetOutcome:
 
 
 PRESET_METRICS = ("short_e2e_p99_s", "all_e2e_p99_s", "mean_jct_s")
+ORACLE = PredictorSpec(kind="oracle")
 
 
 def policy_label(dispatch: str, queue: str) -> str:
     return f"{dispatch.upper()}+{queue.upper()}"
 
 
+def preset_predictors(spec: PredictorSpec, constant: float) -> list[PredictorSpec]:
+    """The chosen predictor, then the references it is not: the oracle (true lengths, the ceiling) and a constant of
+    ``constant`` tokens (no information: SJF has nothing to order by, the floor)."""
+    references = [ORACLE, PredictorSpec(kind="constant", constant=float(constant))]
+    return [spec] + [r for r in references if r.label() != spec.label()]
+
+
 def outlets_preset(store: Store, trace: pd.DataFrame, spec: PredictorSpec, base: SimConfig = SimConfig(),
                    n_requests: int = OUTLETS_PAPER["requests"], qps: float | None = None,
-                   short_quantile: float = 0.5, on_progress: Progress = no_progress, seeds: int = 1,
-                   min_output_tokens: int | None = None) -> PresetOutcome:
-    """Run RR+FCFS, RR+SJF and LB+SJF on the OUTLETS workload shape built from ``trace`` (decode-bound with
-    ``min_output_tokens``); ``qps`` None saturates the cluster (4x its estimated capacity for this trace's lengths).
-    Seeds 0 .. ``seeds`` - 1 re-draw the arrivals (and the requests, when drawn), and offset the predictor's and the
-    config's seeds (noise, random dispatch); the first seed is the single-seed preset. Every run is memoised."""
+                   short_quantile: float = 0.5, on_progress: Progress = no_progress, seeds: int = PRESET_SEEDS,
+                   min_output_tokens: int | None = None, workload: str = "uniform",
+                   constant: float | None = None) -> PresetOutcome:
+    """Run RR+FCFS, RR+SJF and LB+SJF on the OUTLETS workload shape built from ``trace`` (:func:`outlets_trace`)
+    with ``spec``'s predictor and the references of :func:`preset_predictors` (``constant`` None: the median output
+    length of ``trace``); ``qps`` None saturates the cluster (4x its estimated capacity for the first seed's
+    lengths). Seeds 0 .. ``seeds`` - 1 each draw a new pool, requests and arrivals, which every predictor and pair
+    share, and offset the predictors' and the config's seeds (noise, random dispatch). Every run is memoised."""
+    if seeds < 1:
+        raise ValueError("the preset needs at least one seed")
     configs = outlets_configs(base)
     if qps is None:
-        qps = saturating_qps(outlets_trace(trace, 1.0, n_requests=n_requests, min_output_tokens=min_output_tokens)[0],
-                             configs[0])
-    rows, first = [], None
+        qps = saturating_qps(outlets_trace(trace, 1.0, 0, n_requests, min_output_tokens, workload)[0], configs[0])
+    predictors = preset_predictors(spec, float(trace["output_tokens"].median()) if constant is None else constant)
+    rows, first, mean_outputs = [], None, []
     for seed in range(seeds):
-        shaped, note = outlets_trace(trace, qps, seed, n_requests, min_output_tokens)
-        outcomes = [run_simulation(store, shaped, replace(spec, seed=spec.seed + seed),
-                                   config.with_(seed=config.seed + seed), short_quantile) for config in configs]
-        rows += [{"seed": seed, "policy": policy_label(d, q), **{m: o.summary[m] for m in PRESET_METRICS},
-                  "short_p99_change": short_p99_change(outcomes[0], o)}
-                 for (d, q), o in zip(OUTLETS_POLICIES, outcomes)]
-        first = first or (outcomes, note)
+        shaped, note = outlets_trace(trace, qps, seed, n_requests, min_output_tokens, workload)
+        mean_outputs.append(float(shaped["output_tokens"].mean()))
+        for predictor in predictors:
+            outcomes = [run_simulation(store, shaped, replace(predictor, seed=predictor.seed + seed),
+                                       config.with_(seed=config.seed + seed), short_quantile) for config in configs]
+            rows += [{"seed": seed, "predictor": predictor.label(), "policy": policy_label(d, q),
+                      **{m: o.summary[m] for m in PRESET_METRICS}, "short_p99_change": short_p99_change(outcomes[0], o)}
+                     for (d, q), o in zip(OUTLETS_POLICIES, outcomes)]
+            first = first or (outcomes, note)
         on_progress(seed + 1, seeds, "seeds")
     outcomes, note = first
-    changes = {policy_label(d, q): short_p99_change(outcomes[0], o)
-               for (d, q), o in zip(OUTLETS_POLICIES[1:], outcomes[1:])}
-    return PresetOutcome(outcomes, note if seeds == 1 else f"{note}; seeds 0-{seeds - 1}", changes, pd.DataFrame(rows))
+    per_seed = pd.DataFrame(rows)
+    chosen = per_seed[(per_seed["predictor"] == spec.label()) & (per_seed["policy"] != per_seed["policy"].iloc[0])]
+    changes = chosen.groupby("policy", sort=False)["short_p99_change"].mean().to_dict()
+    if seeds > 1:
+        note += (f"; seeds 0-{seeds - 1}, each a new pool, draw and arrivals (mean output "
+                 f"{np.mean(mean_outputs):.0f} tokens; the paper's workload: {OUTLETS_PAPER['mean_output_tokens']:,})")
+    return PresetOutcome(outcomes, note, changes, per_seed)
 
 
 def preset_seed_table(per_seed: pd.DataFrame) -> pd.DataFrame:
-    """Per policy pair: the mean over seeds of each metric of :data:`PRESET_METRICS` and of the short-request P99
-    change vs RR+FCFS (paired by seed), with 95% bootstrap CIs over seeds."""
+    """Per predictor and policy pair (in the order of ``per_seed``): the mean over seeds of each metric of
+    :data:`PRESET_METRICS`, of the short-request P99 change vs RR+FCFS and of the share of the oracle's cut the
+    predictor achieves (per seed, its change over the oracle's for the same pair; none for RR+FCFS), with 95%
+    Student-t intervals over seeds (:func:`t_interval`); changes and shares are paired by seed."""
+    baseline = per_seed["policy"].iloc[0]
+    oracle = per_seed[per_seed["predictor"] == ORACLE.label()].set_index(["seed", "policy"])["short_p99_change"]
+    paired = oracle.reindex(pd.MultiIndex.from_frame(per_seed[["seed", "policy"]])).to_numpy()
+    frame = per_seed.assign(oracle_share=np.where(per_seed["policy"] == baseline, np.nan,
+                                                  per_seed["short_p99_change"] / paired))
     rows = []
-    for policy, group in per_seed.groupby("policy", sort=False):
-        row: dict = {"policy": policy, "seeds": len(group)}
-        for metric in (*PRESET_METRICS, "short_p99_change"):
-            est = bootstrap_mean(group[metric].to_numpy(float))
+    for (predictor, policy), group in frame.groupby(["predictor", "policy"], sort=False):
+        row: dict = {"predictor": predictor, "policy": policy, "seeds": len(group)}
+        for metric in (*PRESET_METRICS, "short_p99_change", "oracle_share"):
+            est = t_interval(group[metric].dropna())
             row.update({metric: est.value, f"{metric}_lo": est.lo, f"{metric}_hi": est.hi})
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+# metric, label, scale, signed, decimals
+SEED_COLUMNS = (("short_e2e_p99_s", "short P99 (s)", 1, False, 2), ("all_e2e_p99_s", "all P99 (s)", 1, False, 2),
+                ("mean_jct_s", "mean JCT (s)", 1, False, 2),
+                ("short_p99_change", "short P99 vs RR+FCFS (%)", 100, True, 1),
+                ("oracle_share", "share of the oracle's cut (%)", 100, False, 0))
+
+
+def _interval_text(value: float, lo: float, hi: float, scale: float, signed: bool, digits: int) -> str:
+    """``mean [lo, hi]`` scaled; the mean alone without an interval, nothing without a mean."""
+    if np.isnan(value):
+        return ""
+    if np.isnan(lo):
+        return f"{scale * value:{'+' if signed else ''}.{digits}f}"
+    return ci_text(scale * value, scale * lo, scale * hi, signed=signed, digits=digits)
+
+
 def format_seed_table(table: pd.DataFrame) -> pd.DataFrame:
-    """:func:`preset_seed_table` as text: ``mean [lo, hi]`` per metric (latencies in s, the change in %)."""
-    shown = table[["policy", "seeds"]].copy()
-    for metric, label, scale, signed in (("short_e2e_p99_s", "short P99 (s)", 1, False),
-                                         ("all_e2e_p99_s", "all P99 (s)", 1, False),
-                                         ("mean_jct_s", "mean JCT (s)", 1, False),
-                                         ("short_p99_change", "short P99 vs RR+FCFS (%)", 100, True)):
-        shown[label] = [ci_text(scale * v, scale * lo, scale * hi, signed=signed, digits=2 if scale == 1 else 1)
+    """:func:`preset_seed_table` as text: ``mean [lo, hi]`` per metric."""
+    shown = table[["predictor", "policy", "seeds"]].copy()
+    for metric, label, *style in SEED_COLUMNS:
+        shown[label] = [_interval_text(v, lo, hi, *style)
                         for v, lo, hi in table[[metric, f"{metric}_lo", f"{metric}_hi"]].to_numpy()]
     return shown
+
+
+def reference_rows(shown: pd.DataFrame) -> pd.DataFrame:
+    """The SJF rows of :func:`format_seed_table` with the change vs RR+FCFS and the share of the oracle's cut:
+    where the chosen predictor sits between the constant (floor) and the oracle (ceiling)."""
+    return shown[shown["policy"] != shown["policy"].iloc[0]][
+        ["predictor", "policy", "seeds", SEED_COLUMNS[3][1], SEED_COLUMNS[4][1]]].reset_index(drop=True)
 
 
 def cost_model_options(profile_path) -> dict[str, tuple[str, str, int]]:

@@ -33,6 +33,7 @@ from lenscope.jobs.collect import (
 )
 from lenscope.jobs.crossval import cv_runs, runs_digest
 from lenscope.jobs.datasets import dataset_runs
+from lenscope.jobs.drafter_ablation import drafter_ablation, stored_ablation
 from lenscope.jobs.egtp import (
     ABLATION_KIND,
     ATTRIBUTION_KIND,
@@ -70,7 +71,7 @@ PRESET_KIND = "study_preset"
 SHIPPED = REPO_ROOT / "data" / "generations"
 # Drafter variants per size: the starter trains only the OUTLETS drafter (the ablations need the full study).
 # The ablations train after the claims, which do not read them.
-DRAFTER_ABLATIONS = ("lp-only", "sd-only")
+DRAFTER_ABLATIONS = ("no-decoder", "lp-only", "sd-only")
 DRAFTER_VARIANTS = {"tiny": ("outlets", *DRAFTER_ABLATIONS), "starter": ("outlets",),
                     "full": ("outlets", *DRAFTER_ABLATIONS)}
 
@@ -305,7 +306,8 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
                       lambda: all(fresh(baseline_name(b, dataset)) for b in BASELINES),
                       lambda cb: train_baselines(store, dataset, BASELINES, target, include_censored=censored,
                                                  on_progress=cb)))
-    steps.append(Step("scheduler preset (OUTLETS drafter's test-split predictions, 1 prefill + 3 decode)",
+    steps.append(Step("scheduler preset (OUTLETS drafter's test-split predictions beside the oracle and a constant, "
+                      "1 prefill + 3 decode, uniform and decode-bound workloads over seeds)",
                       lambda: store.get_result(PRESET_KIND, preset_config(store, dataset)) is not None,
                       lambda cb: run_preset(store, dataset, censored, on_progress=cb)))
     seeds = CV_SEEDS[size]
@@ -313,7 +315,10 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
                       lambda: _claims_fresh(store, dataset, seeds),
                       lambda cb: claims_report(store, dataset, layer, probe_layer, FOLDS, seeds, target,
                                                epochs["head"], epochs["probe"], on_progress=cb)))
-    return steps + drafters[1:]  # the drafter ablations last: the claims do not read them
+    ablation = Step("drafter ablation (the variants beside probes that see what the drafter sees)",
+                    lambda: stored_ablation(store, dataset) is not None,
+                    lambda cb: drafter_ablation(store, dataset, layer, epochs["probe"], censored, on_progress=cb))
+    return steps + drafters[1:] + [ablation]  # the drafter ablations last: the claims do not read them
 
 
 def _claims_fresh(store: Store, dataset: str, seeds: int) -> bool:
@@ -326,22 +331,40 @@ def _claims_fresh(store: Store, dataset: str, seeds: int) -> bool:
 
 
 def preset_config(store: Store, dataset: str) -> dict:
-    """The preset replays the OUTLETS drafter's predictions; a retrained drafter (a new id) needs a new run."""
+    """The preset replays the OUTLETS drafter's predictions; a retrained drafter (a new id) needs a new run, and so
+    do other seeds or workloads."""
+    from lenscope.jobs.serving import PRESET_SEEDS, WORKLOADS
+
     drafter = dataset_predictors(store, dataset).get(drafter_name(dataset, "outlets"))
-    return {"dataset": dataset, "predictor_id": drafter}
+    return {"dataset": dataset, "predictor_id": drafter, "seeds": PRESET_SEEDS, "workloads": list(WORKLOADS)}
 
 
 def run_preset(store: Store, dataset: str, include_censored: bool = False,
                on_progress: Progress = no_progress) -> dict:
     """The OUTLETS serving preset (RR+FCFS, RR+SJF, LB+SJF) on the dataset's test-split runs with the OUTLETS
-    drafter's out-of-sample predictions; stores and returns the short-request P99 changes vs RR+FCFS."""
+    drafter's out-of-sample predictions, the oracle and the training median as a constant on the same requests, over
+    the preset's seeds, for every workload. Stores and returns per workload its note and per-seed rows, and the
+    drafter's mean short-request P99 changes vs RR+FCFS on the uniform one (``changes``)."""
+    from lenscope.jobs.serving import training_median
+
     config = preset_config(store, dataset)
     if config["predictor_id"] is None:
         raise ValueError(f"no OUTLETS drafter trained on {dataset!r} yet")
     trace = dataset_trace(store, dataset, qps=1.0, split="test", include_censored=include_censored)
-    outcome = outlets_preset(store, trace, PredictorSpec(kind="stored", predictor_id=config["predictor_id"]),
-                             on_progress=on_progress)
-    payload = {"changes": outcome.changes, "note": outcome.note, "test_runs": len(trace)}
+    spec = PredictorSpec(kind="stored", predictor_id=config["predictor_id"])
+    constant = training_median(store, dataset, include_censored)
+    workloads, seeds = {}, config["seeds"]
+    for k, workload in enumerate(config["workloads"]):
+        def progress(done: int, _total: int, phase: str, k: int = k, workload: str = workload) -> None:
+            on_progress(k * seeds + done, len(config["workloads"]) * seeds, f"{workload} workload: {phase}")
+
+        outcome = outlets_preset(store, trace, spec, seeds=seeds, workload=workload, constant=constant,
+                                 on_progress=progress)
+        workloads[workload] = {"note": outcome.note, "changes": outcome.changes,
+                               "per_seed": outcome.per_seed.to_dict(orient="list")}
+    uniform = workloads[config["workloads"][0]]
+    payload = {"changes": uniform["changes"], "note": uniform["note"], "test_runs": len(trace),
+               "predictor": spec.label(), "constant": constant, "workloads": workloads}
     store.put_result(PRESET_KIND, f"scheduler preset {dataset}", config, payload)
     return payload
 

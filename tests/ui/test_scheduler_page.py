@@ -9,9 +9,17 @@ def test_page_runs_preset_and_compare(data_dir):
     at = open_page("pages/6_Scheduler_playground.py").run()
     assert not at.exception and not at.error
     assert any("Run OUTLETS preset" in i.value for i in at.info)
+    assert at.number_input(key="preset_seeds").value >= 20
     at.number_input(key="preset_n").set_value(200)
+    at.number_input(key="preset_seeds").set_value(2)
     at.button(key="preset_run").click().run()
     assert not at.exception and not at.error
+    refs = at.dataframe[0].value
+    assert refs[["predictor", "policy"]].values.tolist() == [[p, q] for p in ("oracle+noise (MAE 50)", "oracle",
+                                                                           "constant 129")
+                                                             for q in ("RR+SJF", "LB+SJF")]
+    assert set(refs["seeds"]) == {2} and "share of the oracle's cut (%)" in refs
+    assert any("Means over 2 seeds with 95% Student-t intervals" in c.value for c in at.caption)
     labels = [m.label for m in at.metric]
     assert "Paper (OUTLETS, reported): short P99" in labels
     assert any(m.label.startswith("Ours") and m.delta.endswith("%") for m in at.metric)
