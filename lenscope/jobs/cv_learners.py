@@ -25,6 +25,7 @@ from analysis.egtp.plp import plp_inputs, plp_steps, training_steps
 from analysis.egtp.pooling import POOLINGS
 from analysis.egtp.training import HeadConfig, predict, train_head
 from analysis.outlets.probes import ProbeConfig, train_probe
+from analysis.results.leaderboard import constant_predictions
 from cache.store import Store
 from lenscope.jobs.baselines import BASELINES, FITTERS, BaselineConfig, BaselineData, baseline_inputs
 from lenscope.jobs.crossval import LATER_STEPS, MAX_STEP, Fold, Learner
@@ -125,14 +126,13 @@ def _static_frame(runs: pd.DataFrame, rows: np.ndarray, predicted) -> pd.DataFra
 
 
 def median_constant() -> Learner:
-    """At step t, the median remaining length of the training folds' finished runs still generating at t."""
+    """At step t, the median remaining length of the training folds' finished runs still generating at t
+    (:func:`analysis.results.leaderboard.constant_predictions`, the reference of every page)."""
     def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
-        train = fold.runs.loc[fold.mask("train") | fold.mask("val"), "output_tokens"].to_numpy()
-        medians = {t: float(np.median(train[train > t] - t)) for t in range(MAX_STEP + 1) if (train > t).any()}
-        test = fold.runs[fold.test]
-        rows = [(rid, t, medians[t]) for rid, length in zip(test["run_id"], test["output_tokens"])
-                for t in plp_steps(int(length), MAX_STEP) if t in medians]
-        return pd.DataFrame(rows, columns=["run_id", "step", "predicted"])
+        role = np.where(fold.mask("train") | fold.mask("val"), "train", np.where(fold.test, "test", "unused"))
+        frame = constant_predictions(fold.runs.assign(split=role), range(MAX_STEP + 1))
+        frame = frame[(frame["split"] == "test") & (frame["true"] > 0)]  # a run generating at step t
+        return frame[["run_id", "step", "predicted"]].reset_index(drop=True)
 
     return Learner(CONSTANT, dynamic=True, fit_predict=fit, config={"statistic": "median"}, seeds=1)
 
