@@ -28,7 +28,7 @@ from lenscope.jobs.egtp import (
     plp_mae_curve,
     predictor_name,
 )
-from lenscope.jobs.serving import OUTLETS_PAPER
+from lenscope.jobs.serving import OUTLETS_PAPER, format_seed_table, preset_seed_table
 from lenscope.jobs.study import PRESET_KIND, preset_config
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -139,6 +139,11 @@ def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> st
     if preset is None:
         report.note("Not run yet: the study's scheduler-preset step.")
     else:
-        report.note(f"{preset['note']} ({preset['test_runs']} test runs, the OUTLETS drafter's predictions).")
+        report.note(f"The OUTLETS drafter's predictions beside the oracle (the ceiling) and a constant (the floor) "
+                    f"on the same requests; means over seeds with 95% Student-t intervals, changes and shares of the "
+                    f"oracle's cut paired by seed (paper: {OUTLETS_PAPER['short_p99_change']:+.1%}).")
+        for workload, result in preset.get("workloads", {}).items():
+            report.note(f"{workload} workload: {result['note']}.")
+            report.table(format_seed_table(preset_seed_table(pd.DataFrame(result["per_seed"]))))
         report.figure(outlets_change_figure(preset["changes"], OUTLETS_PAPER["short_p99_change"]))
     return report.html(f"lenscope study report: {dataset}")

@@ -12,7 +12,7 @@ from cache.store import Store
 from lenscope.jobs.attribution_evidence import evidence_row, stored_evidence
 from lenscope.jobs.claims import PLP_STEP, stored_claims
 from lenscope.jobs.egtp import PAPER_PEARSON
-from lenscope.jobs.serving import OUTLETS_PAPER
+from lenscope.jobs.serving import ORACLE, OUTLETS_PAPER, preset_seed_table
 from lenscope.jobs.study import PRESET_KIND, preset_config
 
 
@@ -56,18 +56,35 @@ def _entropy_stop(store: Store, dataset: str, layer: int) -> TourStop:
                     f"test prompts). {payload['verdict']}. {payload['positive_control']}.", paper)
 
 
+def _scheduling_stop(preset: dict | None) -> TourStop:
+    """The drafter's LB+SJF short-request P99 change over the preset's seeds, between the constant's (the floor)
+    and the oracle's (the ceiling) on the same workload."""
+    title, page = "5 · Scheduling", "pages/6_Scheduler_playground.py"
+    paper = f"OUTLETS paper: {OUTLETS_PAPER['short_p99_change']:+.1%}"
+    if preset is None or "workloads" not in preset:
+        return TourStop(title, page, None, "short-request P99 latency, LB+SJF vs RR+FCFS: not measured yet (the "
+                        "study's scheduler-preset step)", paper)
+    table = preset_seed_table(pd.DataFrame(preset["workloads"]["uniform"]["per_seed"]))
+    rows = table[table["policy"] == "LB+SJF"].set_index("predictor")
+
+    def change(name: str) -> str:
+        r = rows.loc[name]
+        return f"{r.short_p99_change:+.1%} [{r.short_p99_change_lo:+.1%}, {r.short_p99_change_hi:+.1%}]"
+
+    drafter, oracle = preset["predictor"], ORACLE.label()
+    constant = next(n for n in rows.index if n not in (drafter, oracle))
+    return TourStop(title, page, change(drafter),
+                    f"short-request P99 latency, LB+SJF vs RR+FCFS, 1 prefill + 3 decode, the OUTLETS drafter's "
+                    f"out-of-sample predictions ({preset['test_runs']} test runs, {int(rows.loc[drafter, 'seeds'])} "
+                    f"seeds, 95% t interval); on the same requests the oracle gives {change(oracle)} (the ceiling) "
+                    f"and a constant of {preset['constant']:.0f} tokens {change(constant)} (the floor)", paper)
+
+
 def tour(store: Store, dataset: str, layer: int) -> list[TourStop]:
     """The five stops for ``dataset`` with heads at ``layer`` (the study's layer: the target's last)."""
     entropy = _entropy_stop(store, dataset, layer)
     claims = (stored_claims(store, dataset) or {}).get("claims", [])
-    preset = store.get_result(PRESET_KIND, preset_config(store, dataset))
-    change = None if preset is None else preset["changes"].get("LB+SJF")
-    scheduling = TourStop(
-        "5 · Scheduling", "pages/6_Scheduler_playground.py",
-        None if change is None else f"{change:+.1%}",
-        "short-request P99 latency, LB+SJF vs RR+FCFS, 1 prefill + 3 decode, the OUTLETS drafter's "
-        "out-of-sample predictions" + ("" if preset is None else f" ({preset['test_runs']} test runs)"),
-        f"OUTLETS paper: {OUTLETS_PAPER['short_p99_change']:+.1%}")
+    scheduling = _scheduling_stop(store.get_result(PRESET_KIND, preset_config(store, dataset)))
     return [
         entropy,
         _claim_stop("2 · Pooling", "pages/4_Pooling_ablation.py", _claim(claims, "EGTP pooling < mean"),
