@@ -37,9 +37,10 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     # one collection of every chunk, then EGTP, PLP, attribution, its evidence test, probe, the OUTLETS drafter,
     # baselines, preset, claims, and the drafter ablations (which the claims do not read: training them leaves the
     # claims fresh)
-    assert len(names) == 1 + 11 and names[0] == f"collect {collection_text(SIZES['tiny'])}"
+    assert len(names) == 1 + 13 and names[0] == f"collect {collection_text(SIZES['tiny'])}"
     claims = "claims (5-fold cross-validation, 1 training seed)"
-    assert names[-3:] == [claims, "drafter lp-only", "drafter sd-only"]
+    assert names[-5:] == [claims, "drafter no-decoder", "drafter lp-only", "drafter sd-only",
+                          "drafter ablation (the variants beside probes that see what the drafter sees)"]
     statuses = dict(report)
     assert statuses[names[0]] == "done"
     assert statuses[claims] == "done" and store.get_result(CLAIMS_KIND, {"dataset": "tiny"}) is not None

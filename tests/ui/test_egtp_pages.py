@@ -100,8 +100,10 @@ def test_pages_render_with_data(trained_dir, use_dir):
 
     at = open_page("pages/2_Attribution.py").run()
     assert not at.exception
-    assert at.info[0].value.startswith("**Verdict.** attention pooling (learned) head")
-    evidence = at.dataframe[0].value
+    assert at.info[0].value.startswith("**Verdicts** (raw r, like for like with the paper's; then within runs):\n\n- "
+                                       "attention pooling (learned) head")
+    assert "test MAE [95% CI]" in at.dataframe[0].value.columns  # each head's MAE and weight entropy first
+    evidence = at.dataframe[1].value
     assert {"attention pooling (learned)", "mean pooling", "egtp pooling"} < set(evidence["head"])
     assert evidence["note"].str.contains("true by construction").any()
     assert evidence.iloc[-1]["Pearson r [95% CI]"] == "0.451"
