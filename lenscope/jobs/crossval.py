@@ -27,6 +27,9 @@ from lenscope.jobs.datasets import all_runs
 CV_KIND = "cv_predictions"
 MAX_STEP = 32  # dynamic learners predict steps 0..MAX_STEP
 LATER_STEPS = 64  # ... and train on every step up to MAX_STEP plus this many later ones per run
+# Dynamic learners train on every step up to MAX_STEP (the steps they are tested on) and LATER_STEPS spread
+# over the rest of each run: a third of the samples of every step, for a five-fold, three-seed protocol on CPU.
+TRAIN_STEPS = {"dense": MAX_STEP, "later": LATER_STEPS}  # training_steps' arguments
 
 
 @dataclass(frozen=True)

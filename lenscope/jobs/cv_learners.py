@@ -28,16 +28,13 @@ from analysis.outlets.probes import ProbeConfig, train_probe
 from analysis.results.leaderboard import constant_predictions
 from cache.store import Store
 from lenscope.jobs.baselines import BASELINES, FITTERS, BaselineConfig, BaselineData, baseline_inputs
-from lenscope.jobs.crossval import LATER_STEPS, MAX_STEP, Fold, Learner
+from lenscope.jobs.crossval import MAX_STEP, TRAIN_STEPS, Fold, Learner
 from lenscope.jobs.egtp import HEAD_VARIANTS
 from lenscope.jobs.features import run_features
 from lenscope.jobs.outlets import probe_samples
 from models.target import TargetModel
 
 CONSTANT = "median constant"
-# Dynamic learners train on every step up to MAX_STEP (the steps they are tested on) and LATER_STEPS spread
-# over the rest of each run: a third of the samples of every step, for a five-fold, three-seed protocol on CPU.
-TRAIN_STEPS = {"dense": MAX_STEP, "later": LATER_STEPS}
 ATTENTION = "attention pooling head (learned)"
 CENSORING_AWARE = "censoring-aware head"
 
@@ -118,7 +115,7 @@ class StudyInputs:
 
 
 def _training_steps(length: int) -> np.ndarray:
-    return training_steps(length, MAX_STEP, LATER_STEPS)
+    return training_steps(length, **TRAIN_STEPS)
 
 
 def _static_frame(runs: pd.DataFrame, rows: np.ndarray, predicted) -> pd.DataFrame:

@@ -73,3 +73,17 @@ class JobResult:
     predictor_id: int
     name: str
     metrics: dict
+
+
+def predictor_fresh(store: Store, name: str, dataset: str, include_censored: bool = False,
+           settings: dict | None = None) -> bool:
+    """A predictor of this name is stored, was trained on every (uncensored) run the dataset has now and, with
+    ``settings``, has them in its config (e.g. a drafter trained before the training-time test is stale)."""
+    predictors = store.predictors_frame().set_index("name")
+    if name not in predictors.index:
+        return False
+    config = predictors.loc[name, "config"] or {}
+    if any(config.get(key) != value for key, value in (settings or {}).items()):
+        return False
+    counts = (predictors.loc[name, "metrics"] or {}).get("n") or {}
+    return sum(counts.values()) == len(dataset_runs(store, dataset, include_censored))

@@ -30,7 +30,8 @@ from analysis.core.progress import Progress, no_progress
 from analysis.core.verdicts import paired_verdict
 from cache.store import Store
 from lenscope.jobs.claims import dataset_predictors
-from lenscope.jobs.crossval import MAX_STEP
+from lenscope.jobs.crossval import MAX_STEP, TRAIN_STEPS
+from lenscope.jobs.datasets import predictor_fresh
 from lenscope.jobs.outlets import drafter_name, probe_name, train_probe_job
 from lenscope.jobs.results import compare_predictors
 
@@ -53,16 +54,19 @@ def _probe(store: Store, dataset: str, layers: list[int], view: str, epochs: int
     """The registered probe of these layers and view trained with these settings (trained now if missing):
     its ``name``, ``predictor_id`` and validation MAE."""
     name = probe_name(dataset, layers, "regression", view)
-    frame = store.predictors_frame("probe")
-    row = frame[frame["name"] == name]
-    config = {} if row.empty else row.iloc[0]["config"] or {}
-    if row.empty or (config.get("epochs"), config.get("include_censored"), "train_steps" in config) != (
-            epochs, include_censored, True):
+    settings = {"epochs": epochs, "include_censored": include_censored, "train_steps": TRAIN_STEPS}
+    if not predictor_fresh(store, name, dataset, include_censored, settings):
         result = train_probe_job(store, dataset, layers, epochs=epochs, include_censored=include_censored, view=view,
                                  on_progress=on_progress)
         return {"name": name, "predictor_id": result.predictor_id, "val_mae": result.metrics["val_mae"]}
-    return {"name": name, "predictor_id": int(row.iloc[0]["predictor_id"]),
-            "val_mae": (row.iloc[0]["metrics"] or {}).get("val_mae")}
+    row = store.predictors_frame("probe").set_index("name").loc[name]
+    return {"name": name, "predictor_id": int(row["predictor_id"]), "val_mae": (row["metrics"] or {}).get("val_mae")}
+
+
+def _drafters(store: Store, dataset: str) -> dict[str, int | None]:
+    """``"<variant> drafter"`` -> the registered drafter's id (None when that variant is not trained)."""
+    registered = dataset_predictors(store, dataset)
+    return {f"{v} drafter": registered.get(drafter_name(dataset, v)) for v in VARIANTS}
 
 
 def _test_mae(store: Store, predictor_id: int) -> dict:
@@ -92,8 +96,7 @@ def drafter_ablation(store: Store, dataset: str, last_layer: int, epochs: int = 
     variants and store the payload (kind :data:`ABLATION_KIND`): ``predictors`` (label -> MAE [CI] on the test
     steps), ``pairs`` (paired differences with verdicts and the share each measures) and ``candidates`` (each
     candidate layer's validation MAE)."""
-    drafters = {f"{v} drafter": dataset_predictors(store, dataset).get(drafter_name(dataset, v)) for v in VARIANTS}
-    drafters = {label: pid for label, pid in drafters.items() if pid is not None}
+    drafters = {label: pid for label, pid in _drafters(store, dataset).items() if pid is not None}
     if "outlets drafter" not in drafters:
         raise ValueError(f"no OUTLETS drafter trained on {dataset!r}: `python -m lenscope train-drafter --dataset "
                          f"{dataset}` first (and --variant no-decoder / lp-only for the ablation)")
@@ -128,8 +131,7 @@ def drafter_ablation(store: Store, dataset: str, last_layer: int, epochs: int = 
 
 def stored_ablation(store: Store, dataset: str) -> dict | None:
     """The newest stored ablation of ``dataset`` that read the drafters registered now (nothing is computed)."""
-    registered = dataset_predictors(store, dataset)
-    drafters = {f"{v} drafter": registered.get(drafter_name(dataset, v)) for v in VARIANTS}
+    drafters = _drafters(store, dataset)
     stored = store.results_frame(ABLATION_KIND)  # newest first
     for config, payload in zip(stored["config"], stored["payload"]):
         if config["dataset"] == dataset and all(config["predictors"].get(label) == pid

@@ -33,7 +33,7 @@ from analysis.outlets.training import (
 )
 from cache.settings import get_settings
 from cache.store import Store, StoredRun
-from lenscope.jobs.crossval import LATER_STEPS, MAX_STEP
+from lenscope.jobs.crossval import MAX_STEP, TRAIN_STEPS
 from lenscope.jobs.datasets import JobResult, dataset_runs
 from models.drafter import LENGTH_MODES, Drafter
 from models.target import TargetModel
@@ -156,22 +156,13 @@ def probe_samples(run: StoredRun, layer: int, max_step: int | None) -> tuple[tor
     return run.features.hidden[layer][torch.as_tensor(samples.positions)], samples.steps, samples.remaining
 
 
-def _probe_steps(output_length: int, split: str, max_step: int) -> np.ndarray:
-    """Steps a run's features are needed at: the steps a training run trains on (every step up to
-    :data:`MAX_STEP` and :data:`LATER_STEPS` spread further), and steps 0..``max_step`` for every run."""
-    shown = plp_steps(output_length, max_step)
-    if split != "train":
-        return shown
-    return np.union1d(shown, training_steps(output_length, MAX_STEP, LATER_STEPS))
-
-
 def train_probe_job(store: Store, dataset: str = "dev", layer: int | Sequence[int] = 15, mode: str = "regression",
                     epochs: int = 30, max_step: int = 128, seed: int = 0, include_censored: bool = False,
                     view: str = "last", on_progress: Progress = no_progress) -> JobResult:
     """Train a TRAIL-style MLP probe on target states (:func:`analysis.outlets.probes.step_features` of ``layer``,
-    one or several, in ``view``) on the train split's training steps (every step up to :data:`MAX_STEP` and
-    :data:`LATER_STEPS` spread further), keep the epoch (up to ``epochs``) with the lowest validation MAE over
-    steps 0..:data:`MAX_STEP` of the val split, predict steps 0..``max_step`` of every run and register it
+    one or several, in ``view``) on the train split's :data:`TRAIN_STEPS` (every step up to :data:`MAX_STEP` and
+    later ones spread further), keep the epoch (up to ``epochs``) with the lowest validation MAE over steps
+    0..:data:`MAX_STEP` of the val split, predict steps 0..``max_step`` of every run and register it
     (kind ``probe``)."""
     layers = [layer] if isinstance(layer, int) else list(layer)
     runs = dataset_runs(store, dataset, include_censored)
@@ -184,10 +175,14 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int | Sequence[in
         missing = [lay for lay in layers if lay not in run.features.hidden]
         if missing:
             raise ValueError(f"run {run.id} has no stored hidden states for layers {missing}")
-        steps = _probe_steps(run.output_length, row.split, max_step)
+        steps, fits = plp_steps(run.output_length, max_step), None  # every run is predicted at steps 0..max_step
+        if row.split == "train":  # ... and a training run trains on its TRAIN_STEPS
+            trained = training_steps(run.output_length, **TRAIN_STEPS)
+            steps = np.union1d(steps, trained)
+            fits = np.isin(steps, trained)
+        elif row.split == "val":
+            fits = steps <= MAX_STEP
         feats = step_features([run.features.hidden[lay] for lay in layers], run.prompt_len - 1 + steps, view)
-        fits = {"train": np.isin(steps, training_steps(run.output_length, MAX_STEP, LATER_STEPS)),
-                "val": steps <= MAX_STEP}.get(row.split)
         rows.append((run.id, row.split, feats.half(), steps, run.output_length - steps, fits))
         on_progress(i + 1, len(runs), "loading runs")
 
@@ -219,7 +214,7 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int | Sequence[in
     pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layers[-1], "layers": layers,
                                                "view": view, "mode": mode, "epochs": epochs, "max_step": max_step,
                                                "seed": seed, "include_censored": include_censored,
-                                               "train_steps": {"dense": MAX_STEP, "later": LATER_STEPS}},
+                                               "train_steps": TRAIN_STEPS},
                                metrics, str(path), int(runs["model_id"].iloc[0]), store.dataset_id(dataset))
     store.save_predictions(pid, predictions)
     return JobResult(pid, name, metrics)

@@ -32,7 +32,7 @@ from lenscope.jobs.collect import (
     missing_runs,
 )
 from lenscope.jobs.crossval import cv_runs, runs_digest
-from lenscope.jobs.datasets import dataset_runs
+from lenscope.jobs.datasets import predictor_fresh
 from lenscope.jobs.drafter_ablation import drafter_ablation, stored_ablation
 from lenscope.jobs.egtp import (
     ABLATION_KIND,
@@ -161,20 +161,6 @@ class Step:
     run: Callable[[Progress], object]
 
 
-def _fresh(store: Store, name: str, dataset: str, include_censored: bool = False,
-           settings: dict | None = None) -> bool:
-    """A predictor of this name is stored, was trained on every (uncensored) run the dataset has now and, with
-    ``settings``, has them in its config (e.g. a drafter trained before the training-time test is stale)."""
-    predictors = store.predictors_frame().set_index("name")
-    if name not in predictors.index:
-        return False
-    config = predictors.loc[name, "config"] or {}
-    if any(config.get(key) != value for key, value in (settings or {}).items()):
-        return False
-    counts = (predictors.loc[name, "metrics"] or {}).get("n") or {}
-    return sum(counts.values()) == len(dataset_runs(store, dataset, include_censored))
-
-
 def _collect_step(store: Store, target: TargetModel, dataset: str, chunks: Sequence[Chunk],
                   ray: RayOptions | None) -> Step:
     """One collection of every chunk's requests: they share the engine's batches, so small chunks (a few
@@ -273,7 +259,7 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     censored = size in TRAINS_ON_CENSORED
 
     def fresh(name: str, settings: dict | None = None) -> bool:
-        return _fresh(store, name, dataset, censored, settings)
+        return predictor_fresh(store, name, dataset, censored, settings)
 
     steps += [
         Step(f"EGTP static heads, all poolings (layer {layer})",

@@ -285,9 +285,9 @@ def test_compare_predictors_pairs_the_same_test_runs_and_steps(store):
 def test_speculative_cli_on_tiny_store(store, target, monkeypatch, capsys):
     from lenscope import cli
     from lenscope.cli import _common
+    from lenscope.jobs.datasets import predictor_fresh
     from lenscope.jobs.outlets import drafter_settings
     from lenscope.jobs.speculative import SPECULATIVE_KIND, speculative_config, speculative_job
-    from lenscope.jobs.study import _fresh
 
     make_tiny_dataset(store, target)
     monkeypatch.setattr(_common, "load_target", lambda args: target)
@@ -298,8 +298,8 @@ def test_speculative_cli_on_tiny_store(store, target, monkeypatch, capsys):
     config = store.predictors_frame("drafter").iloc[0]["config"]
     assert config["ttt_steps"] == 2 and config["draft_vocab_size"] == 512
     # a drafter trained with other TTT settings than the study's is stale
-    assert _fresh(store, "drafter:tiny:outlets", "tiny", True, {"ttt_steps": 2, "draft_vocab_size": 512})
-    assert not _fresh(store, "drafter:tiny:outlets", "tiny", True, drafter_settings(target))
+    assert predictor_fresh(store, "drafter:tiny:outlets", "tiny", True, {"ttt_steps": 2, "draft_vocab_size": 512})
+    assert not predictor_fresh(store, "drafter:tiny:outlets", "tiny", True, drafter_settings(target))
     assert drafter_settings(target) == {"ttt_steps": 3, "draft_vocab_size": 4096}      # CPU default
 
     capsys.readouterr()
