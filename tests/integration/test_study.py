@@ -78,6 +78,7 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     # the entropy card and the report give the fair test (a learned head), never the by-construction EGTP r
     assert "learned attention-pooling head" in stops[0].detail and "positive control" in stops[0].detail
     assert "positive control" in html and "EGTP head, test prompts" not in stops[0].detail
+    assert stops[4].value is not None and "the oracle gives" in stops[4].detail and "(the floor)" in stops[4].detail
 
     monkeypatch.setattr("lenscope.cli.study.load_target", lambda args: target)
     assert main(["study", "--size", "tiny"]) == 0
