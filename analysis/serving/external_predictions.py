@@ -1,30 +1,44 @@
 """An external predictor's (true length, prediction) pairs: reading, checking and evaluating them.
 
-A predictions file is a CSV or JSON-lines table, read like a trace and with its limits on size, holding one row
-per request: the true output length and the predictor's prediction. Columns are found by name
-(:data:`TRUE_COLUMNS`, :data:`PREDICTED_COLUMNS`, :data:`CLASS_COLUMNS`) or named in a :class:`PredictionsFormat`.
+A predictions file is a CSV or JSON-lines table, read like a trace (with the trace upload's limits on size, or
+none for a file read from disk), holding one row per request: the true output length and the predictor's
+prediction. Columns are found by name (:data:`TRUE_COLUMNS`, :data:`PREDICTED_COLUMNS`, :data:`CLASS_COLUMNS`) or
+named in a :class:`PredictionsFormat`.
 Predictions are token lengths or bucket/class indices. Class indices are ranks, which is all that
 shortest-job-first needs; with bucket edges they stand for their buckets' midpoints, so an MAE can be computed.
+Token predictions that are all small whole numbers below most true lengths look like class indices read as lengths
+(:meth:`PredictionPairs.class_index_warning`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from analysis.core.metrics import Estimate, bootstrap_kendall_tau, bootstrap_mae, ci_text
+from analysis.core.metrics import Estimate, bootstrap_kendall_tau, bootstrap_mae, ci_text, kendall_tau, mae
 from analysis.serving.length_buckets import bucket_labels, bucket_of, quantile_edges
-from analysis.serving.traces import MAX_TOKENS, Source, line_list, predicted_lengths, read_trace_table, token_counts
+from analysis.serving.traces import (
+    MAX_ROWS,
+    MAX_TOKENS,
+    MAX_UPLOAD_BYTES,
+    Source,
+    line_list,
+    predicted_lengths,
+    read_trace_table,
+    token_counts,
+)
 
 TRUE_COLUMNS = ("true_tokens", "true_length", "true", "output_tokens")
 PREDICTED_COLUMNS = ("predicted_tokens", "predicted_length", "predicted", "prediction")
 CLASS_COLUMNS = ("predicted_class", "predicted_bucket", "class", "bucket")  # read as class indices
-MAX_PAIRS = 50_000  # keeps the bootstrap's memory and time bounded
+BOOT_PAIRS = 50_000  # the bootstraps resample at most this many pairs (a subsample beyond), bounding memory and time
+MAX_CLASS_INDEX = 19  # token predictions all whole numbers up to this, below most true lengths, look like classes
 CONFUSION_BUCKETS = 5  # quantile buckets of the true lengths for token predictions
 MAX_CLASS_ROWS = 10  # rows of the confusion table of rank-only classes (quantile buckets of the true lengths)
-BOOT_ROWS = 10_000_000  # resampled rows per statistic: 1,000 resamples up to 10,000 pairs, fewer beyond
+BOOT_ROWS = 10_000_000  # resampled rows per statistic: 1,000 resamples up to 10,000 pairs, fewer (200) beyond
 MIN_BOOT, MAX_BOOT = 200, 1000
 
 
@@ -85,6 +99,17 @@ class PredictionPairs:
         edges = np.asarray(self.bucket_edges, dtype=float)
         return ((edges[:-1] + edges[1:]) / 2)[self.predicted.astype(np.int64)]
 
+    def class_index_warning(self) -> str | None:
+        """Why token predictions look like class indices read as token lengths (every one a whole number from 0 to
+        :data:`MAX_CLASS_INDEX`, all below the median true length), or None when they do not."""
+        top, median = self.predicted.max(), float(np.median(self.true))
+        if self.classes or top > MAX_CLASS_INDEX or top >= median or (self.predicted != self.predicted.round()).any():
+            return None
+        values = np.unique(self.predicted)
+        return (f"every prediction is a whole number from {values[0]:.0f} to {top:.0f} ({len(values)} distinct "
+                f"values) while the median true length is {median:g} tokens: these look like class indices, read "
+                "here as token lengths")
+
     def policy_values(self) -> np.ndarray:
         """What scheduling policies see: predicted lengths, or the class indices themselves (ranks)."""
         lengths = self.lengths()
@@ -139,9 +164,11 @@ def parse_predictions(raw: pd.DataFrame, fmt: PredictionsFormat = PredictionsFor
     return PredictionPairs(true.to_numpy(np.int64), predicted.to_numpy(float), classes, fmt.bucket_edges)
 
 
-def load_predictions_file(source: Source, fmt: PredictionsFormat = PredictionsFormat()) -> PredictionPairs:
-    """Read and check a predictions file (path, bytes or binary file): 50 MB and :data:`MAX_PAIRS` rows at most."""
-    return parse_predictions(read_trace_table(source, max_rows=MAX_PAIRS, what="predictions"), fmt)
+def load_predictions_file(source: Source, fmt: PredictionsFormat = PredictionsFormat(),
+                          max_bytes: int | None = MAX_UPLOAD_BYTES, max_rows: int | None = MAX_ROWS) -> PredictionPairs:
+    """Read and check a predictions file (path, bytes or binary file): by default within the upload limits of
+    traces, :data:`MAX_UPLOAD_BYTES` and :data:`MAX_ROWS` rows (None: no limit)."""
+    return parse_predictions(read_trace_table(source, max_bytes, max_rows, "predictions"), fmt)
 
 
 def confusion_table(pairs: PredictionPairs) -> pd.DataFrame:
@@ -179,7 +206,8 @@ def _estimate(data: list | None) -> Estimate | None:
 @dataclass(frozen=True)
 class PredictionEvaluation:
     """How well the predictions match the true lengths: the number of pairs, MAE in tokens (None for ranks only)
-    and Kendall tau, each with a 95% bootstrap CI over pairs (``n_boot`` resamples), and the confusion counts."""
+    and Kendall tau, each with a 95% bootstrap CI over pairs (``n_boot`` resamples, of a subsample of
+    :data:`BOOT_PAIRS` pairs beyond that many), and the confusion counts."""
 
     n: int
     mae: Estimate | None
@@ -202,8 +230,10 @@ class PredictionEvaluation:
 
     def lines(self) -> list[str]:
         """The summary as text: sample count, MAE (when lengths are known), Kendall tau, the CIs' resamples."""
+        resamples = f"{self.n_boot:,} resamples" + (f" of a {BOOT_PAIRS:,}-pair subsample, scaled to all pairs"
+                                                     if self.n > BOOT_PAIRS else "")
         return [f"n = {self.n:,} pairs", f"MAE {self.mae_text()}" + (" tokens" if self.mae else ""),
-                f"Kendall tau {self.tau_text()}", f"[95% bootstrap CIs over pairs, {self.n_boot:,} resamples]"]
+                f"Kendall tau {self.tau_text()}", f"[95% bootstrap CIs over pairs, {resamples}]"]
 
     def to_dict(self) -> dict:
         def estimate(e: Estimate | None) -> list | None:
@@ -221,12 +251,27 @@ class PredictionEvaluation:
                    confusion)
 
 
+def _bounded_bootstrap(bootstrap: Callable[..., Estimate], statistic: Callable[[np.ndarray, np.ndarray], float],
+                       predicted: np.ndarray, true: np.ndarray, n_boot: int, seed: int) -> Estimate:
+    """``bootstrap(predicted, true)`` over all pairs, or, beyond :data:`BOOT_PAIRS` of them, an m-out-of-n bootstrap:
+    over a seeded subsample of that many pairs, its CI's offsets from the subsample's value shrunk by
+    sqrt(BOOT_PAIRS / n) around ``statistic`` of all pairs."""
+    n = len(true)
+    if n <= BOOT_PAIRS:
+        return bootstrap(predicted, true, n_boot=n_boot, seed=seed)
+    rows = np.random.default_rng(seed).choice(n, BOOT_PAIRS, replace=False)
+    sub, value = bootstrap(predicted[rows], true[rows], n_boot=n_boot, seed=seed), statistic(predicted, true)
+    scale = np.sqrt(BOOT_PAIRS / n)
+    return Estimate(value, value - (sub.value - sub.lo) * scale, value + (sub.hi - sub.value) * scale, n)
+
+
 def evaluate_predictions(pairs: PredictionPairs, seed: int = 0) -> PredictionEvaluation:
     """MAE (token predictions, or classes with bucket edges) and Kendall tau with 95% bootstrap CIs over pairs, and
-    the confusion table. Resamples: 1,000, fewer (at least 200) beyond 10,000 pairs to bound time and memory."""
+    the confusion table. To bound time and memory, resamples are 1,000, fewer (at least 200) beyond 10,000 pairs,
+    and beyond :data:`BOOT_PAIRS` pairs they are drawn from a subsample (:func:`_bounded_bootstrap`)."""
     n = len(pairs.true)
-    n_boot = int(np.clip(BOOT_ROWS // n, MIN_BOOT, MAX_BOOT))
+    n_boot = int(np.clip(BOOT_ROWS // min(n, BOOT_PAIRS), MIN_BOOT, MAX_BOOT))
     lengths = pairs.lengths()
-    mae = None if lengths is None else bootstrap_mae(lengths, pairs.true, n_boot=n_boot, seed=seed)
-    tau = bootstrap_kendall_tau(pairs.predicted, pairs.true, n_boot=n_boot, seed=seed)
-    return PredictionEvaluation(n, mae, tau, n_boot, confusion_table(pairs))
+    error = None if lengths is None else _bounded_bootstrap(bootstrap_mae, mae, lengths, pairs.true, n_boot, seed)
+    tau = _bounded_bootstrap(bootstrap_kendall_tau, kendall_tau, pairs.predicted, pairs.true, n_boot, seed)
+    return PredictionEvaluation(n, error, tau, n_boot, confusion_table(pairs))

@@ -105,21 +105,21 @@ def line_list(mask: pd.Series) -> str:
     return f"{shown}{' ...' if len(lines) > 20 else ''} ({len(lines)} rows)"
 
 
-def read_bytes(source: Source, max_bytes: int = MAX_UPLOAD_BYTES, what: str = "trace") -> bytes:
-    """The file's bytes, refused above ``max_bytes`` (a path's size is checked before reading it); ``what`` names
-    the kind of file in messages."""
+def read_bytes(source: Source, max_bytes: int | None = MAX_UPLOAD_BYTES, what: str = "trace") -> bytes:
+    """The file's bytes, refused above ``max_bytes`` (a path's size is checked before reading it; None: no limit);
+    ``what`` names the kind of file in messages."""
     if isinstance(source, (str, Path)):
         path = Path(source)
         size, read = path.stat().st_size, path.read_bytes
     else:
         data = source if isinstance(source, bytes) else source.read()
         size, read = len(data), lambda: data
-    if size > max_bytes:
+    if max_bytes is not None and size > max_bytes:
         raise ValueError(f"{what} file is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
     return read()
 
 
-def _read_jsonl(data: bytes, max_rows: int, what: str) -> pd.DataFrame:
+def _read_jsonl(data: bytes, max_rows: int | None, what: str) -> pd.DataFrame:
     records, lines, bad = [], [], []
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
@@ -143,9 +143,9 @@ def _read_jsonl(data: bytes, max_rows: int, what: str) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, index=pd.Index(lines))
 
 
-def read_trace_table(source: Source, max_bytes: int = MAX_UPLOAD_BYTES, max_rows: int = MAX_ROWS,
+def read_trace_table(source: Source, max_bytes: int | None = MAX_UPLOAD_BYTES, max_rows: int | None = MAX_ROWS,
                      what: str = "trace") -> pd.DataFrame:
-    """Read a trace CSV or JSON-lines file (path, bytes or binary file) enforcing the size limits: raw
+    """Read a trace CSV or JSON-lines file (path, bytes or binary file) enforcing the size limits (None: none): raw
     columns (CSV values as text), indexed by file line number. ``what`` names the kind of file in messages."""
     data = read_bytes(source, max_bytes, what).removeprefix(b"\xef\xbb\xbf")
     if not data.strip():
@@ -153,10 +153,11 @@ def read_trace_table(source: Source, max_bytes: int = MAX_UPLOAD_BYTES, max_rows
     if data.lstrip()[:1] == b"{":
         return _read_jsonl(data, max_rows, what)
     try:
-        frame = pd.read_csv(io.BytesIO(data), nrows=max_rows + 1, dtype=str, skipinitialspace=True)
+        frame = pd.read_csv(io.BytesIO(data), nrows=None if max_rows is None else max_rows + 1, dtype=str,
+                            skipinitialspace=True)
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise ValueError(f"not a readable CSV or JSON-lines file: {exc}") from exc
-    if len(frame) > max_rows:
+    if max_rows is not None and len(frame) > max_rows:
         raise ValueError(f"{what} file has more than {max_rows:,} rows; cut it (e.g. head -n) before uploading")
     frame.columns = [str(c).strip() for c in frame.columns]
     frame.index = pd.RangeIndex(2, len(frame) + 2)  # line 1 is the header

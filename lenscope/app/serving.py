@@ -148,7 +148,8 @@ def _imported_predictions(store: Store) -> tuple[ImportedPredictions, str] | Non
     None after saying why there is none."""
     upload = st.sidebar.file_uploader("Predictions file: true length and prediction per row (CSV or JSON lines, "
                                       "columns such as true_tokens, predicted_tokens or predicted_class; 50 MB / "
-                                      "50k rows max)", type=["csv", "jsonl"], key="sched_pred_file")
+                                      "200k rows max here, any size with `python -m lenscope evaluate-predictions "
+                                      "PATH`)", type=["csv", "jsonl"], key="sched_pred_file")
     classes = st.sidebar.checkbox("Predictions are class indices (ranks)", key="sched_pred_classes",
                                   help="SJF needs only their order; a column named predicted_class or bucket is "
                                        "read as classes anyway")
@@ -169,8 +170,11 @@ def _imported_predictions(store: Store) -> tuple[ImportedPredictions, str] | Non
 
 def show_prediction_evaluation(imported: ImportedPredictions, name: str) -> None:
     """The predictions file's sample size, MAE and Kendall tau with their CIs, and its per-bucket confusion table."""
-    ev = imported.evaluation
+    ev, warning = imported.evaluation, imported.pairs.class_index_warning()
     with st.expander(f"Predictions file {name}: how accurate it is", expanded=True):
+        if warning:
+            st.warning(f"{warning}, so the MAE is meaningless if they are. Tick *Predictions are class indices* in "
+                       "the sidebar (and give bucket edges for an MAE).")
         cols = st.columns(3)
         cols[0].metric("Pairs (n)", f"{ev.n:,}")
         cols[1].metric("MAE (tokens), 95% CI", "ranks only" if ev.mae is None else ev.mae_text())

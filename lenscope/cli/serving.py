@@ -27,9 +27,10 @@ def register(subparsers) -> None:
 
     e = subparsers.add_parser("evaluate-predictions", help="evaluate an external predictor's (true length, "
                               "prediction) pairs: MAE and Kendall tau with 95%% bootstrap CIs, per-bucket confusion")
-    e.add_argument("path", type=Path, help="CSV or JSON lines with a true-length column (true_tokens, true_length, "
-                   "true or output_tokens) and a prediction column (predicted_tokens, predicted_length, predicted, "
-                   "prediction; or predicted_class, predicted_bucket, class, bucket for class indices)")
+    e.add_argument("path", type=Path, help="CSV or JSON lines, any size that fits in memory, with a true-length "
+                   "column (true_tokens, true_length, true or output_tokens) and a prediction column "
+                   "(predicted_tokens, predicted_length, predicted, prediction; or predicted_class, predicted_bucket, "
+                   "class, bucket for class indices, or any with --classes)")
     _add_predictions_args(e)
     e.set_defaults(func=evaluate)
 
@@ -130,11 +131,20 @@ def _add_predictions_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_predictions(args: argparse.Namespace, path: Path, store):
+    """The imported predictions file (read whole, whatever its size) and its evaluation's lines; when its token
+    predictions look like class indices, a warning naming --classes first and the MAE's line marked."""
     from analysis.serving.external_predictions import predictions_format
     from lenscope.jobs.external_predictions import import_predictions
 
     fmt = predictions_format(args.prediction_columns, args.classes, args.bucket_edges)
-    return import_predictions(store, path, fmt, path.name)
+    imported = import_predictions(store, path, fmt, path.name)
+    lines = imported.evaluation.lines()
+    warning = imported.pairs.class_index_warning()
+    if warning:
+        print(f"warning: {path.name}: {warning}; if they are class indices, rerun with --classes (ranks: SJF needs "
+              "only their order) or --bucket-edges E0,...,EK (the classes' token edges, for an MAE)")
+        lines[1] += " (meaningless if the predictions are class indices)"
+    return imported, lines
 
 
 def trace_from(args: argparse.Namespace, store):
@@ -190,9 +200,9 @@ def spec_from(args: argparse.Namespace, store):
         raise ValueError("--prediction-columns, --classes and --bucket-edges read a --predictions file")
     predictions = None
     if args.predictions is not None:
-        imported = _read_predictions(args, args.predictions, store)
+        imported, lines = _read_predictions(args, args.predictions, store)
         predictions = imported.key
-        print(f"predictions {args.predictions.name}: " + ", ".join(imported.evaluation.lines()[:3]))
+        print(f"predictions {args.predictions.name}: " + ", ".join(lines[:3]))
     return PredictorSpec(kind=args.predictor, mae=args.noise_mae if args.predictor == "oracle-noise" else 0.0,
                          constant=args.constant, predictor_id=args.predictor_id, seed=args.seed,
                          predictions=predictions)
@@ -266,15 +276,15 @@ def run(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace) -> int:
     from cache.store import Store
 
-    imported = _read_predictions(args, args.path, Store())
-    pairs, evaluation = imported.pairs, imported.evaluation
+    imported, lines = _read_predictions(args, args.path, Store())
+    pairs = imported.pairs
     kind = ("token lengths" if not pairs.classes else "class indices, ranks only" if pairs.bucket_edges is None
             else "class indices, bucket midpoints for MAE")
     print(f"{args.path.name}: predictions as {kind}")
-    for line in evaluation.lines():
+    for line in lines:
         print(f"  {line}")
     print("  confusion (rows: true-length bucket, columns: predicted):")
-    print("\n".join(f"    {row}" for row in evaluation.confusion.to_string().splitlines()))
+    print("\n".join(f"    {row}" for row in imported.evaluation.confusion.to_string().splitlines()))
     options = "".join(f" --{flag} {value}" for flag, value in [("prediction-columns", args.prediction_columns),
                                                                   ("bucket-edges", args.bucket_edges)] if value)
     print(f"  simulate with it: python -m lenscope simulate --trace ... --predictor empirical --predictions "

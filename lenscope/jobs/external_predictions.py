@@ -20,7 +20,7 @@ from analysis.serving.external_predictions import (
     evaluate_predictions,
     load_predictions_file,
 )
-from analysis.serving.traces import read_bytes
+from analysis.serving.traces import MAX_ROWS, MAX_UPLOAD_BYTES, read_bytes
 from cache.store import Store
 
 RESULT_KIND = "external_predictions"
@@ -39,14 +39,16 @@ class ImportedPredictions:
 
 def import_predictions(store: Store, source: Path | bytes, fmt: PredictionsFormat = PredictionsFormat(),
                        name: str = "predictions") -> ImportedPredictions:
-    """Read, check and evaluate a predictions file (path or bytes), or fetch it from the store when the same bytes
-    were read the same way before."""
-    data = read_bytes(source, what="predictions")
+    """Read, check and evaluate a predictions file, or fetch it from the store when the same bytes were read the same
+    way before: a path is read whole (any file that fits in memory), bytes (a browser upload) within the upload
+    limits, :data:`MAX_UPLOAD_BYTES` and :data:`MAX_ROWS` rows."""
+    max_bytes, max_rows = (None, None) if isinstance(source, Path) else (MAX_UPLOAD_BYTES, MAX_ROWS)
+    data = read_bytes(source, max_bytes, "predictions")
     key = hashlib.sha256(data + json.dumps(asdict(fmt), sort_keys=True).encode()).hexdigest()
     payload = store.get_result(RESULT_KIND, {"key": key})
     cached = payload is not None
     if payload is None:
-        pairs = load_predictions_file(data, fmt)
+        pairs = load_predictions_file(data, fmt, max_bytes, max_rows)
         payload = {"pairs": pairs.to_dict(), "evaluation": evaluate_predictions(pairs).to_dict()}
         store.put_result(RESULT_KIND, name, {"key": key}, payload)
     return ImportedPredictions(key, PredictionPairs.from_dict(payload["pairs"]),

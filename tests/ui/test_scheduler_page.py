@@ -84,6 +84,11 @@ def test_an_external_predictions_file_is_evaluated_and_simulated(data_dir):
     at.button(key="cmp_run").click().run()
     assert not at.exception and not at.error
     assert all(p.startswith("empirical (file ") for p in at.dataframe[1].value["predictor"])
+    classes = "".join(f"{t},{t // 100}\n" for t in range(10, 410, 10))  # class indices 0..4, read as lengths
+    _predictions_uploader(at).set_value(("cls.csv", f"true_tokens,predicted_tokens\n{classes}".encode(),
+                                         "text/csv")).run()
+    assert not at.exception and any("look like class indices" in w.value and "Tick *Predictions are class indices*"
+                                    in w.value for w in at.warning)
     _predictions_uploader(at).set_value(("bad.csv", b"true_tokens,predicted_tokens\n5,x\n6,7\n", "text/csv")).run()
     assert any("lines 2 (1 rows)" in e.value for e in at.error)
 

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.core.metrics import bootstrap_kendall_tau
+from analysis.core.metrics import bootstrap_kendall_tau, bootstrap_mae
 from analysis.serving import SimConfig, make_predictor, simulate
 from analysis.serving.external_predictions import (
-    MAX_PAIRS,
+    BOOT_PAIRS,
     PredictionPairs,
     PredictionsFormat,
     confusion_table,
@@ -20,7 +20,7 @@ from analysis.serving.external_predictions import (
 )
 from analysis.serving.length_buckets import bucket_labels, bucket_of, quantile_edges
 from analysis.serving.predictors import EmpiricalPredictor
-from analysis.serving.traces import column_mapping, load_trace_file, trace_hash
+from analysis.serving.traces import MAX_ROWS, column_mapping, load_trace_file, trace_hash
 
 # Hand computation: |1-1| + |3-2| + |2-3| + |4-4| = 2 over 4 pairs -> MAE 0.5; of the 6 pairs of rows only
 # (2, 3) is discordant -> tau = (5 - 1) / 6.
@@ -81,13 +81,56 @@ def test_bad_files_are_refused_with_their_lines():
         load_predictions_file(b"true_tokens,predicted_tokens\n")
     with pytest.raises(ValueError, match="at least 2 rows"):
         load_predictions_file(b"true_tokens,predicted_tokens\n5,6\n")
-    with pytest.raises(ValueError, match=r"more than 50,000 rows"):
-        load_predictions_file(b"true_tokens,predicted_tokens\n" + b"5,6\n" * (MAX_PAIRS + 1))
     with pytest.raises(ValueError, match=r"'predicted_class' needs class indices from 0 to 1 .*lines 3, 4 \(2 rows\)"):
         load_predictions_file(b"true_tokens,predicted_class\n5,1\n6,2\n7,0.5\n", predictions_format(
             bucket_edges="0,10,20"))
     with pytest.raises(ValueError, match="not a JSON-lines predictions file"):
         load_predictions_file(b'{"true": 1, "predicted": 2}\n{oops\n')
+
+
+def test_uploads_keep_their_stated_limit_and_files_from_disk_have_none(store, tmp_path):
+    from lenscope.jobs.external_predictions import import_predictions
+
+    big = b"true_tokens,predicted_tokens\n" + b"5,6\n" * (MAX_ROWS + 1)
+    with pytest.raises(ValueError, match=r"more than 200,000 rows"):
+        load_predictions_file(big)
+    with pytest.raises(ValueError, match=r"more than 200,000 rows"):
+        import_predictions(store, big)  # bytes: a browser upload
+    assert len(load_predictions_file(big, max_bytes=None, max_rows=None).true) == MAX_ROWS + 1
+    (tmp_path / "big.csv").write_bytes(big)
+    imported = import_predictions(store, tmp_path / "big.csv")  # a path: read whole
+    assert imported.evaluation.n == MAX_ROWS + 1 and imported.evaluation.mae.value == 1.0
+
+
+def test_beyond_boot_pairs_the_cis_come_from_a_subsample_scaled_to_all_pairs():
+    rng = np.random.default_rng(1)
+    true = rng.integers(1, 2000, 2 * BOOT_PAIRS)
+    predicted = np.maximum(true + rng.normal(0, 200, true.size), 0)
+    ev = evaluate_predictions(PredictionPairs(true, predicted))
+    full = bootstrap_mae(predicted, true, n_boot=ev.n_boot)
+    assert ev.n_boot == 200 and ev.mae.n == ev.kendall_tau.n == true.size
+    assert ev.mae.value == pytest.approx(np.abs(predicted - true).mean())
+    assert ev.mae.lo < ev.mae.value < ev.mae.hi and ev.kendall_tau.lo < ev.kendall_tau.value < ev.kendall_tau.hi
+    assert ev.mae.hi - ev.mae.lo == pytest.approx(full.hi - full.lo, rel=0.2)  # the full bootstrap's width
+    assert ev.lines()[-1] == ("[95% bootstrap CIs over pairs, 200 resamples of a 50,000-pair subsample, scaled to "
+                              "all pairs]")
+    small = evaluate_predictions(PredictionPairs(true[:BOOT_PAIRS], predicted[:BOOT_PAIRS]))
+    assert small.mae == bootstrap_mae(predicted[:BOOT_PAIRS], true[:BOOT_PAIRS], n_boot=200)  # unchanged up to it
+    assert small.lines()[-1] == "[95% bootstrap CIs over pairs, 200 resamples]"
+
+
+@pytest.mark.parametrize("predicted, warned", [
+    ([0, 4, 2, 1, 3, 4], True), ([1, 19, 2, 1, 3, 4], True), ([0, 20, 2, 1, 3, 4], False),
+    ([0, 4.5, 2, 1, 3, 4], False), ([0, 400, 2, 1, 3, 4], False)])
+def test_small_whole_token_predictions_below_most_true_lengths_look_like_classes(predicted, warned):
+    true = np.array([50, 120, 300, 80, 700, 90])  # median 105
+    warning = PredictionPairs(true, np.array(predicted, dtype=float)).class_index_warning()
+    assert (warning is not None) == warned
+    if warned:
+        assert f"whole number from {min(predicted)} to {max(predicted)}" in warning and "median true length is 105 " \
+            "tokens: these look like class indices" in warning
+    assert PredictionPairs(true, np.array(predicted, dtype=float), classes=True).class_index_warning() is None
+    assert load_predictions_file(HAND).class_index_warning() is None  # lengths 1..4 predicted as 1..4
 
 
 @pytest.mark.parametrize("columns, edges, why", [
@@ -272,3 +315,41 @@ def test_cli_evaluates_predictions_and_simulates_with_them(data_dir, tmp_path, c
     (tmp_path / "plain.csv").write_text("arrival,prompt_tokens,output_tokens\n0,8,4\n")
     assert main(["simulate", "--trace", str(tmp_path / "plain.csv"), "--predictor", "trace-column"]) == 2
     assert "no predicted_tokens column" in capsys.readouterr().err
+
+
+def test_cli_evaluates_a_100k_row_file(data_dir, tmp_path, capsys):
+    from lenscope.cli import main
+
+    rng = np.random.default_rng(7)
+    true = rng.integers(1, 4000, 100_000)
+    predicted = np.round(np.maximum(true * rng.lognormal(0, 0.3, true.size), 1), 1)
+    pd.DataFrame({"true_tokens": true, "predicted_tokens": predicted}).to_csv(tmp_path / "ssjf.csv", index=False)
+    assert main(["evaluate-predictions", str(tmp_path / "ssjf.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "predictions as token lengths" in out and "n = 100,000 pairs" in out and "warning" not in out
+    assert f"MAE {np.abs(predicted - true).mean():.1f} [" in out
+    assert "200 resamples of a 50,000-pair subsample, scaled to all pairs" in out
+
+
+def test_cli_warns_when_token_predictions_look_like_class_indices(data_dir, tmp_path, capsys):
+    from lenscope.cli import main
+
+    rng = np.random.default_rng(3)
+    true = rng.integers(20, 1000, 500)
+    classes = np.digitize(true, [64, 128, 256, 512])  # 0..4
+    pd.DataFrame({"true_tokens": true, "prediction": classes}).to_csv(tmp_path / "cls.csv", index=False)
+    assert main(["evaluate-predictions", str(tmp_path / "cls.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "warning: cls.csv: every prediction is a whole number from 0 to 4 (5 distinct values)" in out
+    assert "rerun with --classes" in out and "--bucket-edges" in out
+    assert "tokens (meaningless if the predictions are class indices)" in out
+    assert out.index("warning:") < out.index("MAE")
+    assert main(["evaluate-predictions", str(tmp_path / "cls.csv"), "--classes"]) == 0
+    out = capsys.readouterr().out
+    assert "warning" not in out and "class indices, ranks only" in out and "MAE not computed" in out
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival,prompt_tokens,output_tokens\n0,8,40\n0.5,9,300\n")
+    assert main(["simulate", "--trace", str(trace), "--queue", "sjf", "--predictor", "empirical", "--predictions",
+                 str(tmp_path / "cls.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "warning: cls.csv:" in out and "tokens (meaningless if the predictions are class indices)" in out
