@@ -42,6 +42,13 @@ def all_runs(store: Store, dataset: str) -> pd.DataFrame:
     if runs.empty:
         raise ValueError(f"dataset {dataset!r} has no runs; create it with "
                          f"`python -m lenscope collect --dataset {dataset}`")
+    return with_splits(runs)
+
+
+def with_splits(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` (columns ``source``, ``source_ref``, ``prompt``, ``finished``) with the ``task``, ``group``,
+    ``fold``, ``split`` and ``censored`` columns of :func:`all_runs`, leak groups linked among these runs: the one
+    way a dataset's split is computed, for stored runs and for the records of a generations file alike."""
     tasks = [task_key(s, r, t) for s, r, t in zip(runs["source"], runs["source_ref"], runs["prompt"])]
     groups = leak_groups(tasks, runs["prompt"])
     return runs.assign(task=tasks, group=groups, fold=[fold_of(g, FOLDS) for g in groups],
