@@ -3,11 +3,20 @@
 import streamlit as st
 
 from lenscope.app.runner import run_job
-from lenscope.app.study import checklist, guided_tour, report_button, starter_button, starter_dataset
+from lenscope.app.study import (
+    checklist,
+    claims_section,
+    guided_tour,
+    report_button,
+    starter_button,
+    starter_dataset,
+)
 from lenscope.app.widgets import get_store, model_picker
 from lenscope.jobs.collect import collect_sample
 from lenscope.jobs.runs import GenerationSettings
+from lenscope.jobs.shipped_results import shipped_for
 from lenscope.jobs.study import preferred_dataset
+from lenscope.jobs.study_results import StoreResults
 
 st.set_page_config(page_title="lenscope", layout="wide")
 st.title("lenscope")
@@ -67,9 +76,21 @@ if target is not None:
                            f"{report.cached} from the cache.")
 
 names = datasets["name"].tolist()
-if names and target is not None:
+shipped = shipped_for(store)
+if shipped is not None:
+    st.subheader(f"Guided tour: the {shipped.manifest['runs']:,}-run study (shipped results)")
+    st.info(shipped.label)
+    guided_tour(shipped)
+    with st.expander("The papers' claims, judged on the study", expanded=True):
+        claims_section(shipped)
+    report_button(shipped, key="report_shipped")
+if names:
     dataset = preferred_dataset(names)
-    st.subheader(f"Guided tour: dataset {dataset!r}")
-    guided_tour(store, dataset, target.num_layers)
-    report_button(store, dataset)
+    results = StoreResults(store, dataset)
+    live = " (the live demonstration: too few prompts to judge most claims)" if shipped is not None else ""
+    st.subheader(f"Guided tour: dataset {dataset!r}{live}")
+    guided_tour(results)
+    with st.expander(f"The papers' claims, judged on {dataset!r}"):
+        claims_section(results)
+    report_button(results)
     st.dataframe(datasets[["name", "runs", "created"]], hide_index=True, width="stretch")

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from lenscope.app.predictions import predict_typed, shipped_table, show_predictions
 from lenscope.app.runner import error_boundary, run_job
 from lenscope.app.widgets import get_store, model_picker, show_figure
 from lenscope.figures.entropy import entropy_heatmap, entropy_profile
@@ -13,6 +14,9 @@ st.title("Token entropy")
 st.caption("H_i = −Σ_v P(v | x_≤i) log P(v | x_≤i): how unsure the target model is about the token after "
            "each position. EGTP pools hidden states with softmax(H/α) weights built from these values.")
 
+with st.expander("Length predictors shipped with lenscope: their accuracy on the study's test runs",
+                 expanded="entropy_run_id" not in st.session_state):
+    shipped_table()
 target = model_picker()
 if target is None:
     st.stop()
@@ -31,6 +35,8 @@ if submitted:
     if not prompt.strip():
         st.error("The prompt is empty: type something to send to the model.")
         st.stop()
+    with error_boundary():  # a prompt too long for the model: said so
+        st.session_state["entropy_predictions"] = predict_typed(target, prompt)
     settings = GenerationSettings(int(max_new), float(temperature), 1.0, int(seed))
     generated = run_job(lambda on_progress: generate_cached(store, target, prompt, settings, on_progress=on_progress),
                         start="Generating...")
@@ -52,6 +58,10 @@ st.subheader("Answer")
 st.markdown(f"Run #{run.id} · {status} · {run.prompt_len} prompt tokens · **{run.output_length} answer "
             f"tokens** ({'ended with end-of-turn' if run.finished else 'stopped at the token cap'})")
 st.text(run.response)
+predictions = st.session_state.get("entropy_predictions")
+if predictions is not None:
+    st.subheader("Predicted length, before the answer")
+    show_predictions(predictions, run.output_length, run.finished)
 width = st.slider("Tokens per row", 8, 32, 16, key="entropy_width")
 show_figure(entropy_heatmap(table, width), "entropy-heatmap", width="stretch")
 show_figure(entropy_profile(table), "entropy-profile", width="stretch")

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from lenscope.app.attribution_evidence import show_evidence
+from lenscope.app.attribution_evidence import show_evidence, show_evidence_payload
 from lenscope.app.runner import run_job
-from lenscope.app.study import dataset_picker
+from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
 from lenscope.figures.egtp import attribution_table, entropy_importance_scatter, pooled_scatter_points, token_bars
 from lenscope.jobs.attribution_evidence import attribution_evidence
@@ -20,7 +20,20 @@ st.markdown(
 )
 store = get_store()
 dataset = dataset_picker(store)
-if dataset is not None:
+shipped = picked_shipped(store, dataset)
+if shipped is not None:
+    shipped_notice(store, shipped)
+    st.header("The evidence test")
+    found = shipped.evidence()
+    if found is None:
+        st.info("The shipped results hold no evidence test; rebuild it with `python -m lenscope study --size full`.")
+    else:
+        st.caption(f"The plots show the tokens of {len(found[1]['test_tokens'])} of the {found[1]['runs']['test']} "
+                   "test runs (to keep the shipped files small); every number is over all of them.")
+        show_evidence_payload(*found, f"{shipped.dataset}-L{shipped.layer}")
+    st.info("The gradient path through the model and typed prompts need a dataset of your own store: pick one in "
+            "the sidebar, or run the starter study above.")
+elif dataset is not None:
     layer, alpha = head_settings()
     st.header("The evidence test")
     st.caption("Importance is normalised within each run (÷ the run's mean), so a run's error and its token count "

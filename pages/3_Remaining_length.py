@@ -3,7 +3,7 @@
 import streamlit as st
 
 from lenscope.app.runner import error_boundary, run_job
-from lenscope.app.study import dataset_picker
+from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
 from lenscope.figures.egtp import mae_by_step_figure, remaining_length_figure
 from lenscope.jobs.egtp import (
@@ -23,7 +23,20 @@ st.caption("After every generated token, the PLP head predicts how many tokens a
            "pooled prompt, the pooled generated tokens and the step count.")
 store = get_store()
 dataset = dataset_picker(store)
-if dataset is not None:
+shipped = picked_shipped(store, dataset)
+if shipped is not None:
+    shipped_notice(store, shipped)
+    curve = shipped.plp_curve()
+    if curve is None:
+        st.info("The shipped results hold no PLP curve; rebuild it with `python -m lenscope study --size full`.")
+    else:
+        st.subheader(f"MAE vs observed steps (test split of the study, layer {shipped.layer})")
+        show_figure(mae_by_step_figure(curve, PAPER_PLP), "mae-by-step")
+        st.caption("The PLP head trained on the study's train split; the cross-validated verdict on whether its "
+                   "MAE falls from step 0 to step 32 is on the home page's claims table.")
+    st.info("Live generation with its remaining-length curve needs a PLP head of your own store: pick a dataset of "
+            "yours in the sidebar, or run the starter study above.")
+elif dataset is not None:
     layer, alpha = head_settings()
     name = predictor_name(PLP_KIND, dataset, layer)
     if st.button("Train PLP head"):

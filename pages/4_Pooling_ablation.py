@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lenscope.app.runner import run_job
-from lenscope.app.study import dataset_picker
+from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, show_figure
 from lenscope.figures.egtp import ablation_pivot, head_variant_table, paired_table, pooling_ablation_figure
 from lenscope.jobs.egtp import ABLATION_KIND, PAPER_ABLATION, ablation_config, train_static
@@ -13,9 +13,37 @@ st.set_page_config(page_title="Pooling ablation · lenscope", layout="wide")
 st.title("Pooling ablation")
 st.caption("Static length prediction from the prompt: one soft-label head per pooling of the prompt's "
            "hidden states, trained on the train split, MAE on the held-out test prompts.")
+
+
+def show_ablation(result: dict, title: str) -> None:
+    """A stored pooling ablation: MAE by pooling and scenario, the figure beside the paper, paired comparisons
+    and head options."""
+    ours = pd.DataFrame(result["rows"])
+    st.subheader(title)
+    st.dataframe(ablation_pivot(result["rows"]))
+    st.caption(f"Test MAE in tokens [95% bootstrap CI over prompts]; constant train-median baseline: "
+               f"{result['constant_mae']:.2f}. Test runs per scenario: "
+               f"{ours.groupby('scenario')['n'].first().to_dict()}.")
+    show_figure(pooling_ablation_figure(ours, PAPER_ABLATION), "pooling-ablation")
+    if result.get("paired"):
+        st.subheader("Paired comparisons on the same test prompts")
+        st.dataframe(paired_table(result["paired"]), hide_index=True)
+    if result.get("head_variants"):
+        st.subheader("Head options (EGTP pooling)")
+        st.dataframe(head_variant_table(result["head_variants"]), hide_index=True)
+
+
 store = get_store()
 dataset = dataset_picker(store)
-if dataset is not None:
+shipped = picked_shipped(store, dataset)
+if shipped is not None:
+    shipped_notice(store, shipped)
+    result = shipped.pooling_ablation()
+    if result is None:
+        st.info("The shipped results hold no pooling ablation; rebuild it with `python -m lenscope study --size full`.")
+    else:
+        show_ablation(result, f"Ours: the study, layer {shipped.layer}")
+elif dataset is not None:
     layer, alpha = head_settings()
     config = ablation_config(dataset, layer, alpha)
     if st.button("Train heads (all poolings)"):
@@ -26,19 +54,7 @@ if dataset is not None:
                 f"above or run `python -m lenscope train-egtp --dataset {dataset} --layer {layer} "
                 f"--alpha {alpha}`.")
     else:
-        ours = pd.DataFrame(result["rows"])
-        st.subheader(f"Ours: {dataset}, layer {layer}, alpha {alpha}")
-        st.dataframe(ablation_pivot(result["rows"]))
-        st.caption(f"Test MAE in tokens [95% bootstrap CI over prompts]; constant train-median baseline: "
-                   f"{result['constant_mae']:.2f}. Test runs per scenario: "
-                   f"{ours.groupby('scenario')['n'].first().to_dict()}.")
-        show_figure(pooling_ablation_figure(ours, PAPER_ABLATION), "pooling-ablation")
-        if result.get("paired"):
-            st.subheader("Paired comparisons on the same test prompts")
-            st.dataframe(paired_table(result["paired"]), hide_index=True)
-        if result.get("head_variants"):
-            st.subheader("Head options (EGTP pooling)")
-            st.dataframe(head_variant_table(result["head_variants"]), hide_index=True)
+        show_ablation(result, f"Ours: {dataset}, layer {layer}, alpha {alpha}")
 st.subheader("Paper (reference only)")
 st.caption("EGTP paper, pooling ablation on ForeLen with Qwen2.5-7B (MAE, tokens). Different models, data "
            "and length ranges: compare the ranking, not the values.")

@@ -3,7 +3,14 @@
 import streamlit as st
 
 from lenscope.app.results import inspect_cell, load_frame, picked_cell, train_panel
-from lenscope.app.study import dataset_picker, report_button
+from lenscope.app.study import (
+    claims_section,
+    dataset_picker,
+    picked_shipped,
+    report_button,
+    shipped_notice,
+    study_results,
+)
 from lenscope.app.widgets import get_store, show_figure
 from lenscope.figures.results import comparison_table, length_cdf_figure, mae_bars
 from lenscope.jobs.results import ALL, length_cdfs, paired_vs_reference, score_matrix, score_table, select
@@ -22,18 +29,28 @@ store = get_store()
 dataset = dataset_picker(store)
 if dataset is None:
     st.stop()
-include_censored = st.sidebar.checkbox("Include censored runs", key="results_censored",
-                                       help="Runs cut at the token cap have no true length and are left out of "
-                                            "scoring by default; tick to score them against the cap.")
-train_panel(store, dataset)
-report_button(store, dataset)
-predictors = store.predictors_frame()
-signature = (store.url, tuple(predictors["predictor_id"]), len(store.runs_frame(dataset)), include_censored)
-try:
-    frame = load_frame(dataset, signature)
-except ValueError as exc:
-    st.info(str(exc))
-    st.stop()
+shipped = picked_shipped(store, dataset)
+if shipped is not None:
+    shipped_notice(store, shipped)
+    st.subheader("The papers' claims, cross-validated")
+    claims_section(shipped)
+    report_button(shipped)
+    frame = shipped.results_frame()
+    st.caption("Below: the predictors trained on the study's train split, on its test runs (censored runs left out; "
+               "steps 0-32).")
+else:
+    include_censored = st.sidebar.checkbox("Include censored runs", key="results_censored",
+                                           help="Runs cut at the token cap have no true length and are left out of "
+                                                "scoring by default; tick to score them against the cap.")
+    train_panel(store, dataset)
+    report_button(study_results(store, dataset))
+    predictors = store.predictors_frame()
+    signature = (store.url, tuple(predictors["predictor_id"]), len(store.runs_frame(dataset)), include_censored)
+    try:
+        frame = load_frame(dataset, signature)
+    except ValueError as exc:
+        st.info(str(exc))
+        st.stop()
 if frame.empty or (frame["family"] == "reference").all():
     st.info(f"No predictor trained on dataset {dataset!r} yet. Train some with the button above or "
             + TRAIN_HINT.format(d=dataset) + ".")
@@ -80,5 +97,6 @@ with cdf_tab:
     fig = length_cdf_figure(length_cdfs(rows))
     show_figure(fig, f"cdf-{dataset}", key="cdf")
 
-st.subheader("Inspect a cell")
-inspect_cell(store, frame, rows, list(mae.index), list(mae.columns), ALL)
+if shipped is None:
+    st.subheader("Inspect a cell")
+    inspect_cell(store, frame, rows, list(mae.index), list(mae.columns), ALL)

@@ -180,3 +180,22 @@ def normalized_mse(head: SoftLabelHead, logits: torch.Tensor, lengths: torch.Ten
     deviation (the constant-mean predictor scores 1)."""
     err = (head.expected_length(logits) - lengths.float()) / head.length_scale
     return (err ** 2).mean()
+
+
+def bin_quantiles(probs: torch.Tensor, bins: LengthBins, levels: tuple[float, ...]) -> np.ndarray:
+    """Quantiles [N, len(levels)] (tokens) of the length distributions ``probs`` [N, K] over ``bins``: the CDF is
+    linear inside each bin between its edges; the open outer edges are closed at ``max(0, 2 c_1 - e_1)`` and
+    ``2 c_K - e_{K-1}`` (each outer bin as wide on both sides of its centre as on its inner side)."""
+    inner = bins.inner_edges.double()
+    centers = bins.centers.double()
+    edges = torch.cat([(2 * centers[:1] - inner[:1]).clamp_min(0), inner, 2 * centers[-1:] - inner[-1:]])
+    cdf = torch.cat([torch.zeros(probs.shape[0], 1, dtype=torch.float64), probs.double().cumsum(-1)], dim=1)
+    cdf[:, -1] = 1.0
+    out = np.empty((probs.shape[0], len(levels)))
+    for j, q in enumerate(levels):
+        k = (torch.searchsorted(cdf, torch.full((probs.shape[0], 1), q, dtype=torch.float64)).squeeze(1) - 1)
+        k = k.clamp(0, bins.k - 1)
+        lo, hi = cdf.gather(1, k[:, None]).squeeze(1), cdf.gather(1, (k + 1)[:, None]).squeeze(1)
+        share = ((q - lo) / (hi - lo).clamp_min(1e-12)).clamp(0, 1)
+        out[:, j] = (edges[k] + share * (edges[k + 1] - edges[k])).numpy()
+    return out

@@ -22,6 +22,7 @@ from lenscope.jobs.serving import (
     preset_seed_table,
     reference_rows,
 )
+from lenscope.jobs.shipped_results import shipped_for
 from lenscope.jobs.study import PRESET_KIND, preset_config
 
 INTERVALS = ("Means over {n} seeds with 95% Student-t intervals over seeds; the changes vs RR+FCFS and the shares of "
@@ -41,13 +42,17 @@ def show_seed_tables(per_seed: pd.DataFrame, key: str) -> None:
 
 
 def stored_study_preset(store: Store) -> None:
-    """The study's stored preset per dataset that has one: per workload its note and tables."""
+    """The study's preset (shipped while the store holds no study) and the stored one of each dataset that has
+    one: per workload its note and tables."""
+    shipped = shipped_for(store)
+    presets = [] if shipped is None or shipped.preset() is None else [(f"{shipped.dataset}, shipped", shipped.preset())]
     for dataset in store.datasets_frame()["name"]:
         preset = store.get_result(PRESET_KIND, preset_config(store, dataset))
-        if preset is None:
-            continue
-        with st.expander(f"The study's preset on {dataset} (stored: {preset['predictor']}, "
-                         f"{preset['test_runs']} test runs)"):
+        if preset is not None:
+            presets.append((dataset, preset))
+    for index, (dataset, preset) in enumerate(presets):
+        with st.expander(f"The study's preset on {dataset} ({preset['predictor']}, {preset['test_runs']} test runs)",
+                         expanded=index == 0):
             for workload, result in preset["workloads"].items():
                 st.markdown(f"**{workload} workload**: {result['note']}.")
                 show_seed_tables(pd.DataFrame(result["per_seed"]), f"study_{dataset}_{workload}")

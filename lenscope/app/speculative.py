@@ -19,13 +19,13 @@ from lenscope.figures.speculative import (
     speculative_table,
 )
 from lenscope.jobs.speculative import (
-    SPECULATIVE_KIND,
     answer_ended,
     live_generation,
     live_probes,
     registered_drafters,
     remaining_curve,
     speculative_job,
+    stored_measurement,
 )
 from lenscope.jobs.study import preferred_dataset
 from models.target import TargetModel
@@ -38,19 +38,10 @@ def drafter_datasets(drafters: pd.DataFrame) -> list[str]:
     return ([first] if first else []) + [n for n in names if n != first]
 
 
-def stored_measurement(store: Store, dataset: str) -> dict | None:
-    """The newest stored live measurement of ``dataset`` made with its current drafters (None: none yet)."""
-    current = {v: int(row["predictor_id"]) for v, row in registered_drafters(store, dataset).items()}
-    results = store.results_frame(SPECULATIVE_KIND)
-    for row in results.itertuples():
-        if row.config.get("dataset") == dataset and row.config.get("drafters") == current:
-            return row.payload
-    return None
-
-
 def measurement_section(store: Store, target: TargetModel | None, dataset: str) -> None:
     """The stored live measurement on held-out prompts, or a button that makes it."""
-    payload = stored_measurement(store, dataset)
+    found = stored_measurement(store, dataset)
+    payload = None if found is None else found[1]
     if payload is None:
         st.info(f"Not measured yet for the drafters of {dataset!r}: press the button (plain and speculative "
                 "decoding of held-out prompts, a few minutes on CPU; stored afterwards), or run "
@@ -63,6 +54,11 @@ def measurement_section(store: Store, target: TargetModel | None, dataset: str) 
                                                          on_progress=cb))
         if payload is None:
             return
+    show_measurement(payload, dataset)
+
+
+def show_measurement(payload: dict, dataset: str) -> None:
+    """A live measurement's table, acceptance per drafting step and the OUTLETS vs SD-only difference."""
     temperature = "greedy (T = 0)" if payload["temperature"] <= 0 else f"T = {payload['temperature']:g}"
     st.caption(f"{payload['prompts']} held-out prompts of {dataset!r}, {temperature}, k = {payload['k']} drafted "
                "tokens per verify pass; every number is from these live runs (the target verifies each draft), "

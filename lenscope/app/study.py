@@ -11,6 +11,7 @@ from lenscope.app.background import get_job, show_job, start_job
 from lenscope.app.widgets import MODEL_KEY, get_target
 from lenscope.jobs.datasets import dataset_counts
 from lenscope.jobs.report import study_report
+from lenscope.jobs.shipped_results import ShippedStudy, shipped_for
 from lenscope.jobs.study import (
     SHIPPED_SAMPLES,
     SIZES,
@@ -19,9 +20,9 @@ from lenscope.jobs.study import (
     run_study,
     study_checklist,
     study_dataset,
-    study_layers,
     study_steps,
 )
+from lenscope.jobs.study_results import StoreResults, StudyResults, claims_table
 from lenscope.jobs.tour import tour
 from models.target import TargetModel
 
@@ -74,16 +75,50 @@ def empty_state(store: Store, what: str = "No dataset in the store yet.") -> Non
     starter_button(store, key=f"starter_{what}")
 
 
+def shipped_option(study: ShippedStudy) -> str:
+    """The dataset picker's entry for the shipped results."""
+    return f"{study.dataset} (shipped results)"
+
+
+def picked_shipped(store: Store, dataset: str | None) -> ShippedStudy | None:
+    """The shipped study when ``dataset`` is its picker entry, else None (a dataset of the store)."""
+    study = shipped_for(store)
+    return study if study is not None and dataset == shipped_option(study) else None
+
+
+def study_results(store: Store, dataset: str) -> StudyResults:
+    """The results behind the picker's ``dataset``: the shipped files or the store's dataset."""
+    return picked_shipped(store, dataset) or StoreResults(store, dataset)
+
+
+def shipped_notice(store: Store, study: ShippedStudy) -> None:
+    """What the shipped numbers are, and the starter study as the live demonstration."""
+    st.info(study.label)
+    with st.expander("Run the pipeline live on this machine (the starter study)"):
+        st.caption("The shipped numbers come from the full study. The starter study is the live demonstration: it "
+                   f"runs every step on your machine ({SIZE_TEXT.get(starter_size(), starter_size())}), fills "
+                   f"dataset {starter_dataset()!r} and lets you inspect single runs; its few prompts are too few "
+                   "to judge most claims.")
+        starter_button(store, key="starter_shipped")
+
+
 def dataset_picker(store: Store) -> str | None:
-    """Sidebar choice of a stored dataset, opening on the one the URL names (``?dataset=NAME``), else the
-    study's; None (after the starter button) when there is none."""
+    """Sidebar choice of a dataset, opening on the one the URL names (``?dataset=NAME``), else the study's: the
+    store's study, else the shipped study's results (:func:`picked_shipped`), else the starter; None (after the
+    starter button) when there is none."""
     names = store.datasets_frame()["name"].tolist()
-    if not names:
+    shipped = shipped_for(store)
+    options = ([shipped_option(shipped)] if shipped is not None else []) + names
+    if not options:
         empty_state(store)
         return None
     requested = st.query_params.get("dataset")
-    default = requested if requested in names else preferred_dataset(names)
-    name = st.sidebar.selectbox("Dataset", names, index=names.index(default))
+    default = (requested if requested in options else shipped_option(shipped) if shipped is not None
+               else preferred_dataset(names))
+    name = st.sidebar.selectbox("Dataset", options, index=options.index(default))
+    if shipped is not None and name == options[0]:
+        st.sidebar.caption(f"{shipped.manifest['runs']:,} runs, shipped with lenscope (read-only)")
+        return name
     try:
         st.sidebar.caption(dataset_counts(store, name).caption())
     except ValueError as exc:  # a dataset whose collection stored nothing yet
@@ -113,21 +148,36 @@ def checklist(store: Store, target: TargetModel) -> None:
                           enumerate(rows, start=1)))
 
 
-def report_button(store: Store, dataset: str, key: str = "report") -> None:
-    """Download the study of ``dataset`` as one offline HTML file (built when clicked)."""
+def report_button(results: StudyResults, key: str = "report") -> None:
+    """Download a study's ``results`` as one offline HTML file (built when clicked)."""
     st.download_button("Download the study report (HTML)", key=key, on_click="ignore", mime="text/html",
-                       data=lambda: study_report(store, dataset, *study_layers(store, dataset)),
-                       file_name=f"lenscope-report-{dataset}.html",
+                       data=lambda: study_report(results), file_name=f"lenscope-report-{results.dataset}.html",
                        help="Claims with CIs, the pooling ablation, PLP, attribution, drafters and the scheduler "
                             "preset in one file that opens offline (also `python -m lenscope report`).")
 
 
-def guided_tour(store: Store, dataset: str, layer: int) -> None:
-    """Five numbered cards, each with its number from ``dataset`` and a link to its page."""
+def guided_tour(results: StudyResults) -> None:
+    """Five numbered cards, each with its number from a study's ``results`` and a link to its page."""
     columns = st.columns(5)
-    for column, stop in zip(columns, tour(store, dataset, layer)):
+    for column, stop in zip(columns, tour(results)):
         with column.container(border=True):
             st.markdown(f"**{stop.title}**")
             st.metric(stop.title, stop.value or "—", label_visibility="collapsed")
             st.caption(f"{stop.detail}. {stop.paper}.")
             st.page_link(stop.page, label="Open the page")
+
+
+def claims_section(results: StudyResults) -> None:
+    """The papers' claims judged on a study's ``results``, with their CIs and verdicts."""
+    table = claims_table(results)
+    if table is None:
+        st.info(f"The claims of {results.dataset!r} are not judged yet: the study's claims step "
+                "(`python -m lenscope claims`).")
+        return
+    config = results.claims()["config"]
+    shown = [c for c in ("claim", "paper", "paper_effect", "difference", "lo", "hi", "prompts", "runs", "verdict")
+             if c in table]
+    st.dataframe(table[shown], hide_index=True, width="stretch")
+    st.caption(f"Out-of-fold predictions of {config['folds']}-fold cross-validation grouped by conversation, "
+               f"{config['seeds']} training seeds; difference < 0: the claim holds; lo/hi: the Holm-adjusted 95% CI "
+               "(prompts and seeds resampled); under 50 prompts nothing is judged.")

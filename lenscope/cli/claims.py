@@ -76,9 +76,10 @@ def run_claims(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     from lenscope.jobs.report import study_report
+    from lenscope.jobs.study_results import StoreResults
 
     store, dataset, layer, probe_layer = _resolve(args)
     out = args.out or Path(f"lenscope-report-{dataset}.html")
-    out.write_text(study_report(store, dataset, layer, probe_layer), encoding="utf-8")
+    out.write_text(study_report(StoreResults(store, dataset, layer, probe_layer)), encoding="utf-8")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): dataset {dataset!r}, heads at layer {layer}")
     return 0

@@ -248,6 +248,15 @@ class ClaimsReport:
     predictors: pd.DataFrame
     head_options: pd.DataFrame
     config: dict
+    scored: dict[str, Scored]
+
+    def out_of_fold(self) -> pd.DataFrame:
+        """Every predictor's out-of-fold prediction of every run and step, averaged over its training seeds
+        (columns predictor, run_id, step, predicted, seeds, true, censored, prompt_id, scenario)."""
+        parts = [s.meta.assign(predicted=s.predicted.mean(1), seeds=s.predicted.shape[1], predictor=name)
+                 for name, s in self.scored.items()]
+        columns = ["predictor", "run_id", "step", "predicted", "seeds", "true", "censored", "prompt_id", "scenario"]
+        return pd.concat(parts).dropna(subset=["predicted"]).reset_index()[columns]
 
 
 def predictor_summary(scored: dict[str, Scored]) -> pd.DataFrame:
@@ -336,7 +345,7 @@ def claims_report(store: Store, dataset: str, layer: int, probe_layer: int, fold
     config = {"dataset": dataset, "folds": folds, "seeds": seeds, "layer": layer, "probe_layer": probe_layer,
               "runs": runs_digest(runs), "skipped": skipped,
               "drafter": dataset_predictors(store, dataset).get(drafter_name(dataset, "outlets"))}
-    report = ClaimsReport(claims, scenarios, predictor_summary(scored), head_options(scored), config)
+    report = ClaimsReport(claims, scenarios, predictor_summary(scored), head_options(scored), config, scored)
     store.put_result(CLAIMS_KIND, f"claims {dataset} ({folds}-fold, {seeds} seeds)", {"dataset": dataset},
                      {"claims": _records(claims), "by_scenario": {k: _records(v) for k, v in scenarios.items()},
                       "predictors": _records(report.predictors), "head_options": _records(report.head_options),

@@ -9,27 +9,13 @@ from datetime import UTC, datetime
 import pandas as pd
 import plotly.graph_objects as go
 
-from cache.store import Store
 from lenscope.figures.attribution_evidence import evidence_display, head_summary_display
 from lenscope.figures.egtp import ablation_pivot, mae_by_step_figure, pooling_ablation_figure
 from lenscope.figures.outlets import ablation_table, drafter_ablation_tables
 from lenscope.figures.serving import outlets_change_figure
-from lenscope.jobs.attribution_evidence import stored_evidence
-from lenscope.jobs.claims import dataset_predictors, stored_claims, stored_claims_table
-from lenscope.jobs.datasets import dataset_counts
-from lenscope.jobs.drafter_ablation import stored_ablation
-from lenscope.jobs.egtp import (
-    ABLATION_KIND,
-    PAPER_ABLATION,
-    PAPER_PEARSON,
-    PAPER_PLP,
-    PLP_KIND,
-    ablation_config,
-    plp_mae_curve,
-    predictor_name,
-)
+from lenscope.jobs.egtp import PAPER_ABLATION, PAPER_PEARSON, PAPER_PLP
 from lenscope.jobs.serving import OUTLETS_PAPER, format_seed_table, preset_seed_table
-from lenscope.jobs.study import PRESET_KIND, preset_config
+from lenscope.jobs.study_results import StudyResults, claims_table
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:0.9em}td,th{border:1px solid #ccc;padding:4px 8px}
@@ -61,22 +47,22 @@ class _Report:
                 f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(self.parts)}</body></html>")
 
 
-def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> str:
-    """The HTML report of ``dataset`` with heads at ``layer`` and the probe at ``probe_layer``; sections whose
-    step has not run say so."""
+def study_report(results: StudyResults) -> str:
+    """The HTML report of a study's ``results`` (the store's or the shipped ones); sections whose step has not run
+    say so."""
     report = _Report()
-    counts = dataset_counts(store, dataset)
-    report.note(f"Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by lenscope. Dataset {dataset!r}: "
-                f"{counts.caption()}. The claims are judged on out-of-fold predictions of every finished run "
+    dataset, layer = results.dataset, results.layer
+    report.note(f"Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by lenscope. {results.caption()}. The claims "
+                "are judged on out-of-fold predictions of every finished run "
                 "(grouped cross-validation); the other sections on the single split's test runs (fold 0). "
                 "Differences are paired bootstrap 95% CIs over prompts; under 50 prompts nothing is judged.")
 
     report.heading("The papers' claims")
-    claims = stored_claims_table(store, dataset)
+    claims = claims_table(results)
     if claims is None:
         report.note("Not judged yet: `python -m lenscope claims`.")
     else:
-        config = stored_claims(store, dataset)["config"]
+        config = results.claims()["config"]
         report.table(claims[["claim", "paper", "paper_effect", "difference", "lo", "hi", "prompts", "runs",
                              "clipped_difference", "verdict"]])
         report.note(f"Out-of-fold predictions of {config['folds']}-fold cross-validation grouped by conversation, "
@@ -86,7 +72,7 @@ def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> st
                     "prompts: too few to judge.")
 
     report.heading(f"Pooling ablation (static heads, layer {layer})")
-    ablation = store.get_result(ABLATION_KIND, ablation_config(dataset, layer))
+    ablation = results.pooling_ablation()
     if ablation is None:
         report.note("Not run yet: `python -m lenscope train-egtp`.")
     else:
@@ -94,14 +80,14 @@ def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> st
         report.figure(pooling_ablation_figure(pd.DataFrame(ablation["rows"]), PAPER_ABLATION))
 
     report.heading("Remaining length (PLP): MAE by observed steps")
-    plp_id = dataset_predictors(store, dataset).get(predictor_name(PLP_KIND, dataset, layer))
-    if plp_id is not None:
-        report.figure(mae_by_step_figure(plp_mae_curve(store, plp_id), PAPER_PLP))
+    curve = results.plp_curve()
+    if curve is not None:
+        report.figure(mae_by_step_figure(curve, PAPER_PLP))
     else:
         report.note("Not run yet: `python -m lenscope train-plp`.")
 
     report.heading("Attribution: entropy vs gradient importance")
-    found = stored_evidence(store, dataset, layer)
+    found = results.evidence()
     if found is None:
         report.note("Not run yet: `python -m lenscope attribution --evidence`.")
     else:
@@ -119,13 +105,13 @@ def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> st
             ["gradient", ""])])
 
     report.heading("Drafters and probes")
-    own = store.predictors_frame()
-    own = own[(own["dataset_id"] == store.dataset_id(dataset)) & own["kind"].isin(["drafter", "probe"])]
+    own = results.predictors()
+    own = own[own["kind"].isin(["drafter", "probe"])]
     if own.empty:
         report.note("Not run yet: `python -m lenscope train-drafter` and `train-probe`.")
     else:
         report.table(ablation_table(own))
-    ablation = stored_ablation(store, dataset)
+    ablation = results.drafter_ablation()
     if ablation is not None:
         maes, pairs = drafter_ablation_tables(ablation)
         report.note("Which part of the drafter's gain: the variants beside probes that see what the drafter sees "
@@ -135,7 +121,7 @@ def study_report(store: Store, dataset: str, layer: int, probe_layer: int) -> st
         report.table(pairs)
 
     report.heading("Scheduling: the OUTLETS preset (1 prefill + 3 decode)")
-    preset = store.get_result(PRESET_KIND, preset_config(store, dataset))
+    preset = results.preset()
     if preset is None:
         report.note("Not run yet: the study's scheduler-preset step.")
     else:

@@ -239,3 +239,14 @@ def remaining_curve(cycles: list[LiveCycle]) -> pd.DataFrame:
 def answer_ended(cycles: list[LiveCycle]) -> bool:
     """Whether a live generation ended with its stop token (else it hit the token cap and is censored)."""
     return any(c.ends for c in cycles)
+
+
+def stored_measurement(store: Store, dataset: str) -> tuple[dict, dict] | None:
+    """(config, payload) of the newest stored live measurement of ``dataset`` made with its current drafters
+    (None: none yet)."""
+    current = {v: int(row["predictor_id"]) for v, row in registered_drafters(store, dataset).items()}
+    results = store.results_frame(SPECULATIVE_KIND)
+    for row in results.itertuples():
+        if row.config.get("dataset") == dataset and row.config.get("drafters") == current:
+            return row.config, row.payload
+    return None

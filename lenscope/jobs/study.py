@@ -119,6 +119,7 @@ SHIPPED_SAMPLES = {"starter": ShippedSample("study-generations.jsonl.gz",
                                             {"chat": 110, "reasoning": 8, "rl": 3, "long": 3})}
 # The datasets pages open first: the full study, then the starter study.
 PREFERRED_DATASETS = ("study", "starter")
+PUBLISHED_SIZE = "full"  # the study whose results and predictors ship with the repository
 
 
 def study_dataset(size: str) -> str:
@@ -304,7 +305,28 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     ablation = Step("drafter ablation (the variants beside probes that see what the drafter sees)",
                     lambda: stored_ablation(store, dataset) is not None,
                     lambda cb: drafter_ablation(store, dataset, layer, epochs["probe"], censored, on_progress=cb))
-    return steps + drafters[1:] + [ablation]  # the drafter ablations last: the claims do not read them
+    steps += drafters[1:] + [ablation]  # the drafter ablations last: the claims do not read them
+    return steps + (_publish_steps(store, target, dataset) if size == PUBLISHED_SIZE else [])
+
+
+def _publish_steps(store: Store, target: TargetModel, dataset: str) -> list[Step]:
+    """The full study's last steps: live speculative decoding on held-out prompts, then its results and trained
+    predictors written as the small files the repository ships (``data/results``, ``data/predictors``)."""
+    from lenscope.jobs.predict import interval_metrics
+    from lenscope.jobs.predictor_catalog import ship_predictors, shipped_fresh
+    from lenscope.jobs.shipped_results import publish_results, published_fresh
+    from lenscope.jobs.speculative import speculative_job, stored_measurement
+    from lenscope.jobs.study_results import StoreResults
+
+    return [
+        Step("live speculative decoding (held-out prompts, acceptance per drafting step)",
+             lambda: stored_measurement(store, dataset) is not None,
+             lambda cb: speculative_job(store, target, dataset, on_progress=cb)),
+        Step("publish the results (data/results) and ship the predictors (data/predictors)",
+             lambda: published_fresh(StoreResults(store, dataset)) and shipped_fresh(store, dataset),
+             lambda cb: (publish_results(StoreResults(store, dataset)),
+                         ship_predictors(store, dataset, extra_metrics=interval_metrics(store, dataset)))),
+    ]
 
 
 def _claims_fresh(store: Store, dataset: str, seeds: int) -> bool:

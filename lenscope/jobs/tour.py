@@ -1,5 +1,6 @@
 """The guided tour: five steps of the story (entropy -> pooling -> remaining length -> drafter -> scheduling),
-each with the one number that matters, read from the user's own store (nothing is computed here)."""
+each with the one number that matters, read from a study's results (the store's or the shipped ones; nothing is
+computed here)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.core.metrics import ci_text
-from cache.store import Store
-from lenscope.jobs.attribution_evidence import evidence_row, stored_evidence
-from lenscope.jobs.claims import PLP_STEP, stored_claims
+from lenscope.jobs.attribution_evidence import evidence_row
+from lenscope.jobs.claims import PLP_STEP
 from lenscope.jobs.egtp import PAPER_PEARSON
 from lenscope.jobs.serving import ORACLE, OUTLETS_PAPER, preset_seed_table
-from lenscope.jobs.study import PRESET_KIND, preset_config
+from lenscope.jobs.study_results import StudyResults
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,10 @@ def _claim_stop(title: str, page: str, claim: dict | None, what: str, paper: str
                     f"{claim['runs']} runs): {claim['verdict']}", paper)
 
 
-def _entropy_stop(store: Store, dataset: str, layer: int) -> TourStop:
+def _entropy_stop(found: tuple[dict, dict] | None) -> TourStop:
     """The fair test: the learned attention head's raw r (like for like with the paper's), its verdict (the
     permutation p-value, the effect size, under 50 prompts too few to judge) and the positive control."""
     title, page, paper = "1 · Entropy", "pages/2_Attribution.py", f"EGTP paper: r = {PAPER_PEARSON}"
-    found = stored_evidence(store, dataset, layer)
     row = None if found is None else evidence_row(found[1])
     if row is None:
         return TourStop(title, page, None, "entropy vs gradient importance of a learned attention-pooling head: not "
@@ -80,11 +79,11 @@ def _scheduling_stop(preset: dict | None) -> TourStop:
                     f"and a constant of {preset['constant']:.0f} tokens {change(constant)} (the floor)", paper)
 
 
-def tour(store: Store, dataset: str, layer: int) -> list[TourStop]:
-    """The five stops for ``dataset`` with heads at ``layer`` (the study's layer: the target's last)."""
-    entropy = _entropy_stop(store, dataset, layer)
-    claims = (stored_claims(store, dataset) or {}).get("claims", [])
-    scheduling = _scheduling_stop(store.get_result(PRESET_KIND, preset_config(store, dataset)))
+def tour(results: StudyResults) -> list[TourStop]:
+    """The five stops of a study's ``results``."""
+    entropy = _entropy_stop(results.evidence())
+    claims = (results.claims() or {}).get("claims", [])
+    scheduling = _scheduling_stop(results.preset())
     return [
         entropy,
         _claim_stop("2 · Pooling", "pages/4_Pooling_ablation.py", _claim(claims, "EGTP pooling < mean"),

@@ -21,9 +21,9 @@ from lenscope.jobs.study import (
     collection_text,
     run_study,
     study_checklist,
-    study_layers,
     study_steps,
 )
+from lenscope.jobs.study_results import StoreResults
 from lenscope.jobs.tour import tour
 from models.engine import GenerationSettings
 
@@ -63,10 +63,10 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     assert all(again[n] == "skipped" for n in done)  # the claims too: no predictor changed since
     assert dict(study_checklist(store, target, "tiny", "tiny")) == {n: n in done for n in names}
 
-    html = study_report(store, "tiny", *study_layers(store, "tiny"))
+    html = study_report(StoreResults(store, "tiny"))
     assert html.count("<h2>") == 6 and html.count("plotly.js v") == 1  # plotly.js embedded once
     assert "The papers&#x27; claims" in html and "EGTP pooling &lt; max pooling" in html
-    stops = tour(store, "tiny", target.num_layers)
+    stops = tour(StoreResults(store, "tiny"))
     assert [s.title.split(" · ")[1] for s in stops] == ["Entropy", "Pooling", "Remaining length", "Drafter",
                                                          "Scheduling"]
     assert all(s.value is None or "[" in s.value or s.value.endswith("%") for s in stops)

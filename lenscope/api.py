@@ -1,0 +1,68 @@
+"""lenscope from Python: length predictions for new prompts, a study's runs as a DataFrame, a Hugging Face
+``datasets.Dataset`` or a Parquet file, and the study's shipped results.
+
+    from lenscope.api import load_predictor, load_runs
+    egtp = load_predictor("egtp")                 # shipped with lenscope: nothing to train
+    egtp.predict(["Write a haiku about rain."])   # DataFrame: id, predicted_tokens, q10/q50/q90_tokens, ...
+    runs = load_runs("study")                     # text, lengths, finished, censored, split, scenario, ...
+
+Every function works on a fresh clone with an empty store (the shipped files), and on a store's datasets when
+one is named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from cache.store import Store
+from lenscope.jobs.predict import LengthPredictor, predict_prompts
+from lenscope.jobs.predictor_catalog import CATALOG, load_predictor_files, shipped_summary
+from lenscope.jobs.runs_table import export_runs, load_runs, to_hf_dataset
+from lenscope.jobs.shipped_results import ShippedStudy, shipped_study
+from models.target import TargetModel
+
+__all__ = ["CATALOG", "LengthPredictor", "ShippedStudy", "export_runs", "load_model", "load_predictor", "load_runs",
+           "predict", "runs_dataset", "shipped_predictors", "shipped_results", "to_hf_dataset"]
+
+
+def load_model(model: str = "", device: str = "auto", dtype: str = "float32") -> TargetModel:
+    """The target model: a local checkpoint folder, a .gguf file or a hub id ("": the embedded SmolLM2-135M)."""
+    return TargetModel.load(model, device=device, dtype=dtype)
+
+
+def load_predictor(name: str = "egtp", dataset: str | None = None, target: TargetModel | None = None,
+                   store: Store | None = None) -> LengthPredictor:
+    """Predictor ``name`` (one of :data:`CATALOG`: egtp, mean, max, last, plp, probe, drafter, constant), the
+    shipped one, or the one trained on ``dataset`` of the store when given; on ``target`` (default: the model it
+    was trained on, loaded now). Its ``predict(prompts)`` returns a DataFrame; ``manifest`` says what it is."""
+    files = load_predictor_files(name, store, dataset)
+    return LengthPredictor(files, target or load_model(files.model))
+
+
+def predict(prompts: Sequence[str] | pd.DataFrame, predictors: Sequence[str] = ("egtp",),
+            dataset: str | None = None, target: TargetModel | None = None) -> pd.DataFrame:
+    """Several predictors at once on one forward pass per prompt: one row per (prompt, predictor)."""
+    if not predictors:
+        raise ValueError("name at least one predictor")
+    loaded = [load_predictor(n, dataset, target) for n in predictors[:1]]
+    target = loaded[0].target
+    loaded += [load_predictor(n, dataset, target) for n in predictors[1:]]
+    return predict_prompts(target, prompts, loaded)
+
+
+def runs_dataset(dataset: str = "study", store: Store | None = None):
+    """A dataset's runs (:func:`load_runs`) as a Hugging Face ``datasets.Dataset``."""
+    return to_hf_dataset(load_runs(dataset, store))
+
+
+def shipped_results() -> ShippedStudy | None:
+    """The study's results shipped under data/results (claims, out-of-fold predictions, evidence, preset ...)."""
+    return shipped_study()
+
+
+def shipped_predictors() -> pd.DataFrame:
+    """The shipped predictors with their test metrics (from their manifests)."""
+    return shipped_summary()
+

@@ -1,0 +1,64 @@
+"""``lenscope predict``: length predictions for new prompts, before the model answers them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lenscope.cli._common import PhaseBars, add_model_args, load_target, output_file
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from lenscope.jobs.predictor_catalog import CATALOG, catalog_text
+
+    p = subparsers.add_parser(
+        "predict", help="predict the answer length of new prompts with a shipped (or stored) predictor",
+        description="Predict how many tokens the target model will answer to each prompt, before it answers. "
+                    f"Predictors: {catalog_text()}.")
+    p.add_argument("--prompts", required=True, type=Path,
+                   help="JSON lines with 'prompt' (and optional 'id'), a CSV with a 'prompt' column, or plain text "
+                        "with one prompt a line")
+    p.add_argument("--predictor", default="egtp",
+                   help=f"one or more of {', '.join(CATALOG)}, comma-separated, or 'all' (default: egtp)")
+    p.add_argument("--dataset", default=None,
+                   help="use the predictors trained on this store dataset instead of the shipped ones")
+    p.add_argument("--out", type=output_file, default=None, help="CSV to write (default: print to the terminal)")
+    add_model_args(p)
+    p.set_defaults(func=run_predict)
+
+
+def predictor_names(text: str) -> list[str]:
+    """The names ``--predictor`` lists (``all``: every catalog name)."""
+    from lenscope.jobs.predictor_catalog import CATALOG, entry
+
+    names = list(CATALOG) if text.strip() == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise ValueError("--predictor names no predictor")
+    for name in names:
+        entry(name)
+    return names
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from cache.store import Store
+    from lenscope.jobs.predict import LengthPredictor, predict_prompts, read_prompts, write_predictions
+    from lenscope.jobs.predictor_catalog import load_predictor_files
+
+    names = predictor_names(args.predictor)
+    prompts = read_prompts(args.prompts)
+    store = Store() if args.dataset is not None else None
+    files = [load_predictor_files(n, store, args.dataset) for n in names]  # hashes checked before the model loads
+    target = load_target(args)
+    predictors = [LengthPredictor(f, target) for f in files]
+    bars = PhaseBars()
+    frame = predict_prompts(target, prompts, predictors, bars)
+    bars.close()
+    if args.out is None:
+        write_predictions(frame, sys.stdout)
+    else:
+        write_predictions(frame, args.out)
+        print(f"{len(frame)} predictions ({len(prompts)} prompts x {len(predictors)} predictors) written to "
+              f"{args.out}")
+    return 0
+

@@ -1,0 +1,45 @@
+"""``lenscope publish-results`` and ``lenscope ship-predictors``: write a study's results (``data/results``) and
+trained predictors (``data/predictors``) as the small files a fresh clone shows and predicts with."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    r = subparsers.add_parser("publish-results", help="write a study's results as the small files under "
+                                                      "data/results every page shows on a fresh clone")
+    r.add_argument("--dataset", default="study")
+    r.add_argument("--out", type=Path, default=None, help="folder (default: data/results of the repository)")
+    r.set_defaults(func=run_publish)
+    s = subparsers.add_parser("ship-predictors", help="write a dataset's trained predictors, with manifests, under "
+                                                       "data/predictors (what a fresh clone predicts with)")
+    s.add_argument("--dataset", default="study")
+    s.add_argument("--out", type=Path, default=None, help="folder (default: data/predictors of the repository)")
+    s.set_defaults(func=run_ship)
+
+
+def run_publish(args: argparse.Namespace) -> int:
+    from cache.store import Store
+    from lenscope.jobs.shipped_results import RESULTS_DIR, publish_results
+    from lenscope.jobs.study_results import StoreResults
+
+    root = args.out or RESULTS_DIR
+    manifest = publish_results(StoreResults(Store(), args.dataset), root)
+    print(f"published {len(manifest['files'])} files of dataset {args.dataset!r} ({manifest['runs']} runs) to {root}")
+    return 0
+
+
+def run_ship(args: argparse.Namespace) -> int:
+    from cache.store import Store
+    from lenscope.jobs.predict import interval_metrics
+    from lenscope.jobs.predictor_catalog import SHIPPED_DIR, ship_predictors
+
+    root, store = args.out or SHIPPED_DIR, Store()
+    names = ship_predictors(store, args.dataset, root, interval_metrics(store, args.dataset))
+    if not names:
+        raise ValueError(f"no catalog predictor is trained on dataset {args.dataset!r}; run "
+                         "`python -m lenscope study --size full` first")
+    print(f"shipped {', '.join(names)} from dataset {args.dataset!r} to {root}")
+    return 0
