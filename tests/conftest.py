@@ -110,3 +110,9 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.model)
         if needs & BROWSER_FIXTURES:
             item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture
+def no_shipped_results(tmp_path, monkeypatch) -> None:
+    """A copy of lenscope without the study's shipped results (data/results): the bare empty state."""
+    monkeypatch.setattr("lenscope.jobs.shipped_results.RESULTS_DIR", tmp_path / "no-results")

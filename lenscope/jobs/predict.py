@@ -42,7 +42,9 @@ def read_prompts(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"prompts file {str(path)!r} does not exist")
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = path.read_text(encoding="utf-8-sig", errors="replace")  # -sig: drops the BOM some editors write
+    if not text.strip():
+        raise ValueError(f"{path.name} holds no prompts")
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json"):
         rows = []
@@ -74,7 +76,8 @@ def _checked(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     bad = [i + 1 for i, p in enumerate(frame["prompt"]) if not isinstance(p, str) or not p.strip()]
     if bad:
         raise ValueError(f"{name}: prompt {bad[0]} is empty or not text ({len(bad)} such prompts)")
-    ids = frame["id"].where(frame["id"].notna(), pd.Series(range(1, len(frame) + 1), index=frame.index))
+    given = frame["id"].notna() & (frame["id"].astype(str).str.strip() != "")  # an empty CSV cell is no id
+    ids = frame["id"].where(given, pd.Series(range(1, len(frame) + 1), index=frame.index))
     return frame.assign(id=ids.astype(str)).reset_index(drop=True)
 
 

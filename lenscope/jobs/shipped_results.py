@@ -150,7 +150,7 @@ def publish_results(results: StoreResults, root: Path = RESULTS_DIR, out_of_fold
                 "created": datetime.now(UTC).isoformat(timespec="seconds"), "rebuild": REBUILD,
                 "publish": PUBLISH, "files": written, "signature": source_signature(results)}
     (root / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    shipped_study.cache_clear()
+    _read_study.cache_clear()
     return manifest
 
 
@@ -246,9 +246,13 @@ class ShippedStudy:
         return self.json("preset.json")
 
 
+def shipped_study(root: Path | None = None) -> ShippedStudy | None:
+    """The shipped results under ``root`` (default :data:`RESULTS_DIR`; None when there are none)."""
+    return _read_study(root or RESULTS_DIR)
+
+
 @cache
-def shipped_study(root: Path = RESULTS_DIR) -> ShippedStudy | None:
-    """The shipped results under ``root`` (None when there are none)."""
+def _read_study(root: Path) -> ShippedStudy | None:
     path = root / MANIFEST
     if not path.is_file():
         return None

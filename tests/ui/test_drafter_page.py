@@ -22,7 +22,7 @@ def page_env(store, target, monkeypatch):
     return store
 
 
-def test_page_without_any_data_says_how_to_create_it(page_env):
+def test_page_without_any_data_says_how_to_create_it(page_env, no_shipped_results):
     at = open_page(PAGE).run()
     assert not at.exception
     assert "starter study trains the OUTLETS drafter" in at.info[0].value

@@ -85,7 +85,7 @@ def test_cli_reports_missing_dataset(data_dir, capsys):
 
 
 @pytest.mark.parametrize("page_file", PAGES)
-def test_pages_without_data_say_what_to_run(data_dir, use_dir, page_file):
+def test_pages_without_data_say_what_to_run(data_dir, use_dir, page_file, no_shipped_results):
     use_dir(data_dir)
     at = open_page(page_file).run()
     assert not at.exception

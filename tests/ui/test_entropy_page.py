@@ -21,7 +21,7 @@ def test_heatmap_cells_match_run(store, target):
 
 
 @pytest.mark.model  # the app loads the embedded model itself
-def test_home_page_shows_model_and_store(data_dir):
+def test_home_page_shows_model_and_store(data_dir, no_shipped_results):
     at = open_page("app.py").run()
     assert not at.exception
     assert any("30 layers" in m.value for m in at.markdown)

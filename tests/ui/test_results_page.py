@@ -104,7 +104,7 @@ def test_figures():
     assert data.startswith(b"\x89PNG") if ext == "png" else b"<html" in data[:200]
 
 
-def test_page_without_dataset(data_dir):
+def test_page_without_dataset(data_dir, no_shipped_results):
     at = open_page(PAGE).run()
     assert not at.exception
     assert any("Run the starter study" in i.value for i in at.info)

@@ -1,0 +1,72 @@
+"""A fresh clone with an empty store: every page opens on the shipped study's numbers (data/results), labelled as
+such with the command that rebuilds them, and the starter study stays offered as the live demonstration."""
+
+from __future__ import annotations
+
+import pytest
+
+from lenscope.jobs.shipped_results import shipped_study
+from tests.apptest import open_page
+
+LABEL = "Shipped results of the 3,014-run study"
+STORE_PAGES = {  # page -> what it must show of the study before any button is pressed
+    "pages/2_Attribution.py": "plotly_chart",
+    "pages/3_Remaining_length.py": "plotly_chart",
+    "pages/4_Pooling_ablation.py": "plotly_chart",
+    "pages/7_Results.py": "dataframe",
+}
+
+
+def _texts(at) -> str:
+    return " ".join(e.value for kind in ("info", "markdown", "caption", "success") for e in at.get(kind)
+                    if isinstance(e.value, str))
+
+
+def test_the_shipped_files_match_their_manifest():
+    study = shipped_study()
+    assert study is not None and study.manifest["runs"] == 3014
+    for name in study.manifest["files"]:  # each file's hash is checked as it is read
+        assert (study.json(name) if ".json" in name else study.frame(name)) is not None, name
+    claims = study.claims()
+    assert {"claim", "difference", "lo", "hi", "verdict", "prompts"} <= set(claims["claims"][0])
+    assert claims["config"]["folds"] >= 5 and claims["config"]["seeds"] >= 3
+
+
+@pytest.mark.parametrize("page_file", STORE_PAGES)
+def test_each_page_opens_on_the_shipped_study(data_dir, page_file):
+    at = open_page(page_file).run()
+    assert not at.exception
+    assert LABEL in _texts(at) and "python -m lenscope study --size full" in _texts(at)
+    assert at.get(STORE_PAGES[page_file]), page_file
+    assert at.sidebar.selectbox[0].value == "study (shipped results)"
+    assert "Run the starter study" in [b.label for b in at.button]  # the live demonstration stays one click away
+
+
+def test_results_page_shows_the_claims_and_the_test_split_scores(data_dir):
+    at = open_page("pages/7_Results.py").run()
+    claims = at.dataframe[0].value
+    assert "verdict" in claims and len(claims) >= 10
+    assert any("Reproduced" in v or "reproduced" in v for v in claims["verdict"].astype(str))
+    scores = at.dataframe[1].value
+    assert "all" in scores.columns and scores["runs"].max() > 300
+
+
+def test_a_study_in_the_store_replaces_the_shipped_one(store):
+    from types import SimpleNamespace
+
+    from lenscope.jobs.shipped_results import shipped_for
+
+    assert shipped_for(store) is not None
+    target = SimpleNamespace(key="k", source=SimpleNamespace(spec="embedded:smollm2-135m-instruct", gguf_file=""),
+                             num_layers=30, hidden_size=576, dtype="float32")
+    store.ensure_dataset("study", store.ensure_model(target), {"layers": [30]})
+    assert shipped_for(store) is None
+    at = open_page("pages/4_Pooling_ablation.py").run()
+    assert "study (shipped results)" not in at.sidebar.selectbox[0].options
+
+
+def test_without_shipped_results_pages_offer_the_starter_study(data_dir, no_shipped_results):
+    at = open_page("pages/4_Pooling_ablation.py").run()
+    assert not at.exception
+    assert any("Run the starter study" in i.value for i in at.info)
+    assert [b.label for b in at.button] == ["Run the starter study"]
