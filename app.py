@@ -34,6 +34,16 @@ store = get_store()
 datasets = store.datasets_frame()
 predictors = store.predictors_frame()
 
+shipped = shipped_for(store)
+if shipped is not None:
+    st.subheader(f"Guided tour: the {shipped.manifest['runs']:,}-run study (shipped results)")
+    st.info(shipped.label)
+    guided_tour(shipped)
+    with st.expander("The papers' claims, judged on the study", expanded=True):
+        claims_section(shipped)
+    report_button(shipped, key="report_shipped")
+
+
 left, right = st.columns(2)
 with left:
     st.subheader("Model")
@@ -55,7 +65,7 @@ st.caption("One pipeline: collect every scenario, train every predictor, attribu
            "preset and judge the papers' claims; each step stored is skipped. It runs in the background: "
            "reload or browse the pages meanwhile. The full study is `python -m lenscope study --size full`.")
 if target is not None:
-    with st.expander("Steps", expanded=datasets.empty):
+    with st.expander("Steps", expanded=datasets.empty and shipped is None):
         checklist(store, target)
 starter_button(store, target)
 if target is not None:
@@ -76,14 +86,6 @@ if target is not None:
                            f"{report.cached} from the cache.")
 
 names = datasets["name"].tolist()
-shipped = shipped_for(store)
-if shipped is not None:
-    st.subheader(f"Guided tour: the {shipped.manifest['runs']:,}-run study (shipped results)")
-    st.info(shipped.label)
-    guided_tour(shipped)
-    with st.expander("The papers' claims, judged on the study", expanded=True):
-        claims_section(shipped)
-    report_button(shipped, key="report_shipped")
 if names:
     dataset = preferred_dataset(names)
     results = StoreResults(store, dataset)

@@ -24,6 +24,8 @@ from lenscope.jobs.serving import (
     parse_maes,
     run_simulation,
 )
+from lenscope.jobs.shipped_results import shipped_for
+from lenscope.jobs.tour import scheduling_stop
 
 st.set_page_config(page_title="Scheduler playground · lenscope", layout="wide")
 st.title("Scheduler playground")
@@ -34,6 +36,11 @@ st.caption("A discrete-event simulation of P prefill + D decode instances (or co
            "`python -m lenscope evaluate-predictions PATH`, then `simulate --predictor empirical --predictions PATH`; "
            "`qps-sweep` and `outlets-preset` run the last two tabs.")
 store = get_store()
+shipped = shipped_for(store)
+if shipped is not None and shipped.preset() is not None:
+    stop = scheduling_stop(shipped.preset())
+    st.info(f"**The study (shipped results): the drafter's short-request P99 change {stop.value}**: {stop.detail}. "
+            f"{stop.paper}. Per seed and workload: the OUTLETS preset tab. {shipped.label}")
 trace = trace_picker(store)
 spec = predictor_picker(store, trace) if trace is not None else None
 if trace is None or spec is None:

@@ -74,6 +74,12 @@ def starter_server(tmp_path_factory):
                                 LENSCOPE_STARTER_SIZE="tiny")
 
 
+@pytest.fixture
+def fresh_server(tmp_path_factory):
+    """A live server on an empty data dir: a fresh clone's first open."""
+    yield from launch_streamlit(tmp_path_factory.mktemp("fresh-data"), tmp_path_factory.mktemp("fresh-log"))
+
+
 @pytest.fixture(scope="session")
 def browser():
     """Debian's Chromium driven by Playwright (never downloads a browser)."""
@@ -97,7 +103,7 @@ def page(browser):
 
 
 MODEL_FIXTURES = {"target"}
-BROWSER_FIXTURES = {"browser", "page", "streamlit_server", "starter_server"}
+BROWSER_FIXTURES = {"browser", "page", "streamlit_server", "starter_server", "fresh_server"}
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -162,7 +162,7 @@ def guided_tour(results: StudyResults) -> None:
     for column, stop in zip(columns, tour(results)):
         with column.container(border=True):
             st.markdown(f"**{stop.title}**")
-            st.metric(stop.title, stop.value or "—", label_visibility="collapsed")
+            st.markdown(f"#### {stop.value or '—'}")  # wraps: a metric would cut its CI off
             st.caption(f"{stop.detail}. {stop.paper}.")
             st.page_link(stop.page, label="Open the page")
 

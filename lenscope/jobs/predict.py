@@ -223,7 +223,7 @@ def interval_metrics(store: Store, dataset: str) -> Callable[[PredictorFiles], d
         if key not in tables:
             tables[key] = feature_table(store, dataset, *key)
         table = tables[key]
-        test = torch.as_tensor((table.runs["split"] == "test").to_numpy())
+        test = torch.tensor((table.runs["split"] == "test").to_numpy())
         x = table.prompt_matrix(meta.get("pooling", meta.get("prompt_pooling", "egtp")))[test]
         if files.kind == PLP_KIND:
             x = torch.stack([plp_inputs(row, torch.zeros(0, row.shape[0]), [0])[0] for row in x])

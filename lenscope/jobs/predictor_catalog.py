@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 from safetensors.torch import load_file, save_file
 
+from analysis.core.metrics import prediction_metrics
 from cache.settings import REPO_ROOT
 from cache.store import Store
 from lenscope.jobs.crossval import runs_digest
-from lenscope.jobs.datasets import all_runs
+from lenscope.jobs.datasets import all_runs, dataset_runs
 from lenscope.jobs.egtp import DEFAULT_LAYER, PLP_KIND, STATIC_KIND, predictor_name
 from lenscope.jobs.outlets import drafter_name, probe_name
 from lenscope.jobs.serving import training_median
@@ -139,9 +140,12 @@ def shipped_predictor(name: str, root: Path = SHIPPED_DIR) -> PredictorFiles:
 
 
 def _training_data(store: Store, dataset: str) -> dict:
+    """Which runs a predictor of ``dataset`` was trained on: the dataset's runs and its train split (censored runs
+    are left out of training unless the predictor's config says ``include_censored``), with their digests."""
     runs = all_runs(store, dataset)
     train = runs[runs["split"] == "train"]
     return {"dataset": dataset, "runs": len(runs), "train_runs": len(train),
+            "train_finished": int((~train["censored"]).sum()),
             "runs_digest": runs_digest(runs), "train_digest": runs_digest(train)}
 
 
@@ -160,7 +164,9 @@ def store_predictor(store: Store, name: str, dataset: str) -> PredictorFiles:
                 "training_data": _training_data(store, dataset)}
     if spec.kind == "constant":
         median = training_median(store, dataset)
-        return PredictorFiles(name, spec.kind, None, {**manifest, "config": {"median": median}})
+        runs = dataset_runs(store, dataset)
+        metrics = prediction_metrics(runs.assign(step=0, predicted=median, true=runs["output_tokens"]))
+        return PredictorFiles(name, spec.kind, None, {**manifest, "config": {"median": median}, "metrics": metrics})
     frame = store.predictors_frame(spec.kind)
     row = frame[frame["name"] == spec.store_name(dataset)]
     if row.empty:
@@ -275,7 +281,8 @@ def shipped_summary(root: Path = SHIPPED_DIR) -> pd.DataFrame:
                "vs constant lo": metrics.get("static_vs_constant_lo"),
                "vs constant hi": metrics.get("static_vs_constant_hi"),
                "interval coverage": metrics.get("interval_coverage"),
-               "trained on": f"{data['train_runs']} train runs of {data['dataset']!r}"}
+               "trained on": f"{data.get('train_finished', data['train_runs'])} finished train runs of "
+                             f"{data['dataset']!r}"}
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -55,7 +55,7 @@ def _entropy_stop(found: tuple[dict, dict] | None) -> TourStop:
                     f"test prompts). {payload['verdict']}. {payload['positive_control']}.", paper)
 
 
-def _scheduling_stop(preset: dict | None) -> TourStop:
+def scheduling_stop(preset: dict | None) -> TourStop:
     """The drafter's LB+SJF short-request P99 change over the preset's seeds, between the constant's (the floor)
     and the oracle's (the ceiling) on the same workload."""
     title, page = "5 · Scheduling", "pages/6_Scheduler_playground.py"
@@ -83,7 +83,7 @@ def tour(results: StudyResults) -> list[TourStop]:
     """The five stops of a study's ``results``."""
     entropy = _entropy_stop(results.evidence())
     claims = (results.claims() or {}).get("claims", [])
-    scheduling = _scheduling_stop(results.preset())
+    scheduling = scheduling_stop(results.preset())
     return [
         entropy,
         _claim_stop("2 · Pooling", "pages/4_Pooling_ablation.py", _claim(claims, "EGTP pooling < mean"),

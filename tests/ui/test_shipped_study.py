@@ -70,3 +70,43 @@ def test_without_shipped_results_pages_offer_the_starter_study(data_dir, no_ship
     assert not at.exception
     assert any("Run the starter study" in i.value for i in at.info)
     assert [b.label for b in at.button] == ["Run the starter study"]
+
+
+BROWSER_PAGES = {  # path -> (heading, a text of the shipped study the page shows before any button)
+    "": ("lenscope", "Guided tour: the 3,014-run study (shipped results)"),
+    "Token_entropy": ("Token entropy", "Length predictors shipped with lenscope"),
+    "Attribution": ("Token attribution", LABEL),
+    "Remaining_length": ("Remaining length (PLP)", LABEL),
+    "Pooling_ablation": ("Pooling ablation", LABEL),
+    "Drafter_vs_target": ("Drafter vs target", LABEL),
+    "Scheduler_playground": ("Scheduler playground", "The study (shipped results): the drafter"),
+    "Results": ("Results", LABEL),
+}
+
+
+@pytest.mark.model  # the home, Token entropy and Drafter pages load the embedded model
+def test_browser_fresh_clone_opens_on_the_study_and_predicts_a_typed_prompt(fresh_server, page):
+    from benchmarks.browser import settle
+    from tests.conftest import ARTIFACTS
+
+    for path, (heading, shipped_text) in BROWSER_PAGES.items():
+        page.goto(f"{fresh_server}/{path}", timeout=120_000)
+        page.get_by_role("heading", name=heading).first.wait_for(timeout=180_000)
+        page.get_by_text(shipped_text).first.wait_for(timeout=180_000)
+        settle(page)
+        assert page.locator('[data-testid="stException"]').count() == 0, path
+        if path != "Drafter_vs_target":  # its "Your store" part below the study offers to train one
+            assert page.get_by_text("No dataset in the store yet").count() == 0, path
+        page.screenshot(path=str(ARTIFACTS / f"shipped_{path.lower() or 'home'}.png"), full_page=True)
+
+    page.goto(f"{fresh_server}/Token_entropy", timeout=120_000)
+    box = page.get_by_label("Prompt")
+    box.wait_for(timeout=180_000)
+    box.fill("List three uses of a paperclip.")
+    page.get_by_label("Max new tokens").fill("32")
+    page.get_by_role("button", name="Generate").click()
+    page.get_by_text("Predicted length, before the answer").first.wait_for(timeout=180_000)
+    page.get_by_text("The answer has").first.wait_for(timeout=30_000)
+    settle(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(ARTIFACTS / "shipped_token_entropy_prediction.png"), full_page=True)
