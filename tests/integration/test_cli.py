@@ -6,7 +6,8 @@ from lenscope.cli import build_parser, main
 
 EXPECTED = {"collect", "train-egtp", "train-plp", "attribution", "train-drafter", "train-probe",
             "train-baselines", "simulate", "evaluate-predictions", "calibrate-cost", "benchmark", "claims",
-            "export-generations", "import-generations", "doctor", "study", "report", "speculative"}
+            "export-generations", "import-generations", "doctor", "study", "report", "speculative", "predict",
+            "publish-results", "ship-predictors", "export-runs"}
 
 
 def test_every_command_is_registered():

@@ -1,5 +1,6 @@
 """``lenscope predict`` and ``lenscope.api`` on a fresh clone: an empty store, the shipped predictors of
-data/predictors and the real embedded SmolLM2-135M (loaded by each CLI call, and once here for the API)."""
+data/predictors and the real embedded SmolLM2-135M (loaded by each CLI call, and once here for the API; the
+bad-input test needs no model and runs in the fast set)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ from cache.store import Store
 from lenscope.api import load_predictor, predict
 from lenscope.cli import main
 from lenscope.jobs.predict import QUANTILE_COLUMNS
-
-pytestmark = pytest.mark.model
+from lenscope.jobs.predictor_catalog import CATALOG
 
 PROMPTS = ["What is 2+2?", "Write a haiku about rain in the city at night.",
            "Explain step by step how the tides of the oceans are caused by the moon and the sun, with examples."]
@@ -36,6 +36,7 @@ def egtp():
     return load_predictor("egtp")
 
 
+@pytest.mark.model
 def test_predict_writes_one_row_per_prompt_and_predictor_from_the_shipped_heads(empty_store, tmp_path, capsys):
     prompts, out = tmp_path / "prompts.txt", tmp_path / "predictions.csv"
     prompts.write_text("\n".join(PROMPTS) + "\n")
@@ -53,19 +54,22 @@ def test_predict_writes_one_row_per_prompt_and_predictor_from_the_shipped_heads(
     assert Store().datasets_frame().empty and Store().predictors_frame().empty  # predicting stores nothing
 
 
+@pytest.mark.model
 def test_predict_all_on_one_prompt_prints_every_predictor(empty_store, tmp_path, capsys):
     prompts = tmp_path / "one.jsonl"
     prompts.write_text('{"id": "rain", "prompt": "Write a haiku about rain."}\n')
     assert main(["predict", "--prompts", str(prompts), "--predictor", "all"]) == 0
     frame = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"id": str})
-    assert list(frame.columns) == COLUMNS and len(frame) == 8
-    assert frame["predictor"].tolist() == ["egtp", "mean", "max", "last", "plp", "probe", "drafter", "constant"]
+    assert list(frame.columns) == COLUMNS and frame["predictor"].tolist() == list(CATALOG)
     assert (frame["id"] == "rain").all()
     assert np.isfinite(frame["predicted_tokens"]).all() and (frame["predicted_tokens"] > 0).all()
-    soft = frame["predictor"].isin(["egtp", "mean", "max", "last", "plp"])
-    assert frame.loc[soft, list(QUANTILE_COLUMNS)].notna().all().all()
-    assert frame.loc[~soft, list(QUANTILE_COLUMNS)].isna().all().all()  # probe, drafter, constant: no quantiles
-    assert frame.set_index("predictor").loc["constant", "predicted_tokens"] == 238.0
+    frame = frame.set_index("predictor")
+    quantiles = frame[list(QUANTILE_COLUMNS)]
+    assert quantiles.loc[["egtp", "mean", "max", "last", "plp"]].notna().all().all()
+    assert quantiles.loc[["probe", "drafter", "constant"]].isna().all().all()  # no bin distribution: no quantiles
+    given = quantiles.dropna()
+    assert (given["q10_tokens"] <= given["q50_tokens"]).all() and (given["q50_tokens"] <= given["q90_tokens"]).all()
+    assert frame.loc["constant", "predicted_tokens"] == 238.0
 
 
 def test_bad_input_fails_with_a_message_before_the_model_loads(empty_store, tmp_path, capsys, monkeypatch):
@@ -81,6 +85,7 @@ def test_bad_input_fails_with_a_message_before_the_model_loads(empty_store, tmp_
     assert "dataset 'study' has no runs" in capsys.readouterr().err
 
 
+@pytest.mark.model
 def test_the_api_predicts_a_frame_and_several_predictors_share_one_model(egtp, empty_store):
     out = egtp.predict(["Hello"])
     assert list(out.columns) == [c for c in COLUMNS if c != "predictor"] and len(out) == 1

@@ -34,7 +34,7 @@ def trained(store):
 
 def test_shipped_predictors_round_trip_and_go_stale_with_the_store(trained, tmp_path):
     store, root = trained, tmp_path / "predictors"
-    with pytest.raises(ValueError, match="no 'mean' predictor trained on dataset 'syn' \\(looked for 'egtp_static-mean"):
+    with pytest.raises(ValueError, match=r"no 'mean' predictor trained on dataset 'syn' \(looked for 'egtp_static-m"):
         store_predictor(store, "mean", "syn")
     local = store_predictor(store, "egtp", "syn")
     assert local.source == "store dataset 'syn'" and local.model == "synthetic" and local.path.is_file()
