@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lenscope.cli._common import add_model_args, load_target
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     r = subparsers.add_parser("publish-results", help="write a study's results as the small files under "
                                                       "data/results every page shows on a fresh clone")
     r.add_argument("--dataset", default="study")
     r.add_argument("--out", type=Path, default=None, help="folder (default: data/results of the repository)")
+    add_model_args(r)  # the claims are read back with the model PiA asked
     r.set_defaults(func=run_publish)
     s = subparsers.add_parser("ship-predictors", help="write a dataset's trained predictors, with manifests, under "
                                                        "data/predictors (what a fresh clone predicts with)")
@@ -26,7 +29,7 @@ def run_publish(args: argparse.Namespace) -> int:
     from lenscope.jobs.study_results import StoreResults
 
     root = args.out or RESULTS_DIR
-    manifest = publish_results(StoreResults(Store(), args.dataset), root)
+    manifest = publish_results(StoreResults(Store(), args.dataset), load_target(args), root)
     print(f"published {len(manifest['files'])} files of dataset {args.dataset!r} ({manifest['runs']} runs) to {root}")
     return 0
 

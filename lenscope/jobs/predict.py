@@ -12,12 +12,16 @@ import csv
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
+from analysis.baselines.encoder import embed_texts, load_encoder
+from analysis.baselines.ltr import CALIBRATION_FILE, QuantileMap, ranking_scores
+from analysis.baselines.proxy import bucket_predict
 from analysis.core.progress import Progress, no_progress
 from analysis.core.soft_label_head import SoftLabelHead, bin_quantiles
 from analysis.egtp.plp import plp_inputs
@@ -25,6 +29,8 @@ from analysis.egtp.pooling import pool
 from analysis.egtp.training import load_head
 from analysis.outlets.probes import LengthProbe, step_features
 from cache.store import Store
+from lenscope.jobs.baselines import BASELINE_KIND, prompt_embeddings
+from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import PLP_KIND, STATIC_KIND, FeatureTable, feature_table
 from lenscope.jobs.predictor_catalog import PredictorFiles
 from models.drafter import Drafter, length_from_log
@@ -83,10 +89,63 @@ def _checked(frame: pd.DataFrame, name: str) -> pd.DataFrame:
 
 @dataclass
 class Prefill:
-    """The target's features of one chat-formatted prompt and where the user's content starts in it."""
+    """A prompt, the target's features of its chat-formatted ids and where the user's content starts in them."""
 
+    prompt: str
     features: SequenceFeatures
     content_start: int
+
+
+class Baseline:
+    """A prompt-only baseline of :mod:`lenscope.jobs.baselines` loaded for new prompts: SSJF-Reg (regression),
+    SSJF-MC and S3 (the most likely bucket's centre, with quantiles of the bucket distribution) and LTR (ranking
+    scores mapped to lengths) on the proxy encoder's prompt embeddings; TRAIL (binned probe) on the target's
+    mean-pooled prompt states."""
+
+    def __init__(self, name: str, model: LengthProbe | SoftLabelHead, layers: list[int],
+                 calibration: QuantileMap | None = None) -> None:
+        self.name, self.model, self.layers, self.calibration = name, model, layers, calibration
+
+    @classmethod
+    def load(cls, path: Path, config: dict) -> Baseline:
+        """The baseline saved at ``path`` (its folder, or its head file in a folder)."""
+        folder, name = (path.parent if path.is_file() else path), config["baseline"]
+        if name in ("ssjf-mc", "s3"):
+            return cls(name, load_head(folder / "head.safetensors")[0], [])
+        probe = LengthProbe.load(folder)
+        if name == "trail":
+            return cls(name, probe, [int(config["trail_layer"])])
+        if name == "ltr":
+            return cls(name, probe, [], QuantileMap.load(folder / CALIBRATION_FILE))
+        return cls(name, probe, [])
+
+    @torch.no_grad()
+    def predict(self, prefills: Sequence[Prefill]) -> pd.DataFrame:
+        if self.layers:  # TRAIL: the mean of the user content's states at its layer
+            x = torch.stack([pool(p.features.hidden[self.layers[0]][p.content_start:],
+                                  p.features.entropy[p.content_start:], "mean") for p in prefills])
+        else:
+            x = embed_texts(_encoder(), [p.prompt for p in prefills])
+        if isinstance(self.model, SoftLabelHead):
+            probs = torch.softmax(self.model(x.float()), dim=-1)
+            return _with_quantiles(bucket_predict(self.model, x), probs, self.model)
+        if self.calibration is not None:
+            return pd.DataFrame({"predicted_tokens": self.calibration(ranking_scores(self.model, x))})
+        return pd.DataFrame({"predicted_tokens": self.model.predict(x).numpy()})
+
+
+@cache
+def _encoder():
+    """The proxy encoder of the embedding baselines, loaded once."""
+    return load_encoder()
+
+
+def _with_quantiles(predicted, probs: torch.Tensor, head: SoftLabelHead) -> pd.DataFrame:
+    out = pd.DataFrame({"predicted_tokens": np.asarray(predicted, dtype=float)})
+    quantiles = bin_quantiles(probs, head.bins, QUANTILES)
+    for j, column in enumerate(QUANTILE_COLUMNS):
+        out[column] = quantiles[:, j]
+    return out
 
 
 class LengthPredictor:
@@ -115,6 +174,9 @@ class LengthPredictor:
         elif files.kind == "drafter":
             self.drafter = Drafter.load_for_target(files.path, target)
             self.layers = list(self.drafter.config.fuse_layers)
+        elif files.kind == BASELINE_KIND:
+            self.baseline = Baseline.load(files.path, config)
+            self.layers = self.baseline.layers
         elif files.kind == "constant":
             self.layers, self.median = [], float(config["median"])
         else:
@@ -139,17 +201,15 @@ class LengthPredictor:
         if self.head is not None:
             x = torch.stack([self._head_input(p) for p in prefills])
             probs = torch.softmax(self.head(x.float()), dim=-1)
-            out = pd.DataFrame({"predicted_tokens": (probs @ self.head.centers).numpy()})
-            quantiles = bin_quantiles(probs, self.head.bins, QUANTILES)
-            for j, column in enumerate(QUANTILE_COLUMNS):
-                out[column] = quantiles[:, j]
-            return out
+            return _with_quantiles((probs @ self.head.centers).numpy(), probs, self.head)
         if self.probe is not None:
             x = torch.cat([step_features([p.features.hidden[lay] for lay in self.layers],
                                          np.array([len(p.features) - 1]), self.view) for p in prefills])
             return pd.DataFrame({"predicted_tokens": self.probe.predict(x).numpy()})
         if self.drafter is not None:
             return pd.DataFrame({"predicted_tokens": [self._drafter_length(p) for p in prefills]})
+        if self.files.kind == BASELINE_KIND:
+            return self.baseline.predict(prefills)
         return pd.DataFrame({"predicted_tokens": np.full(len(prefills), self.median)})
 
     def _head_input(self, prefill: Prefill) -> torch.Tensor:
@@ -169,14 +229,15 @@ class LengthPredictor:
         return float(length_from_log(self.drafter.predict_log_length(rep[0, -1:]))[0])
 
 
-def prefill(target: TargetModel, ids: Sequence[list[int]], layers: Sequence[int],
+def prefill(target: TargetModel, prompts: Sequence[str], ids: Sequence[list[int]], layers: Sequence[int],
             on_progress: Progress = no_progress) -> list[Prefill]:
     """One forward pass over each chat-formatted prompt's ``ids`` (in batches), keeping ``layers``' states."""
     layers = sorted(set(layers)) or [target.num_layers]
     out: list[Prefill] = []
     for start in range(0, len(ids), BATCH):
         chunk = ids[start:start + BATCH]
-        out += [Prefill(f, target.content_start(i)) for f, i in zip(target.features(chunk, layers), chunk)]
+        out += [Prefill(p, f, target.content_start(i))
+                for p, f, i in zip(prompts[start:start + BATCH], target.features(chunk, layers), chunk)]
         on_progress(len(out), len(ids), "prefilling prompts")
     return out
 
@@ -193,7 +254,8 @@ def predict_prompts(target: TargetModel, prompts: pd.DataFrame | Sequence[str],
             ids.append(target.chat_ids(prompt))
         except ValueError as exc:
             raise ValueError(f"prompt {key}: {exc}") from None
-    prefills = prefill(target, ids, [lay for p in predictors for lay in p.layers], on_progress)
+    prefills = prefill(target, frame["prompt"].tolist(), ids, [lay for p in predictors for lay in p.layers],
+                       on_progress)
     parts = []
     for predictor in predictors:
         part = predictor.from_prefills(prefills)
@@ -211,13 +273,20 @@ def write_predictions(frame: pd.DataFrame, path: str | Path) -> None:
 
 
 def interval_metrics(store: Store, dataset: str) -> Callable[[PredictorFiles], dict]:
-    """For :func:`~lenscope.jobs.predictor_catalog.ship_predictors`: how often a soft-label head's q10-q90
-    interval holds the true length of the finished test runs of ``dataset`` (step 0), and its median width."""
+    """For :func:`~lenscope.jobs.predictor_catalog.ship_predictors`: how often the q10-q90 interval of a head with
+    a length distribution (the soft-label heads, SSJF-MC, S3) holds the true length of the finished test runs of
+    ``dataset`` (step 0), and its median width."""
     tables: dict[tuple[int, float], FeatureTable] = {}
 
-    def measure(files: PredictorFiles) -> dict:
+    def inputs(files: PredictorFiles) -> tuple[SoftLabelHead, torch.Tensor, np.ndarray] | None:
+        """The head, its inputs on the test runs and their true lengths; None for a head without quantiles."""
+        if files.kind == BASELINE_KIND and files.manifest["config"]["baseline"] in ("ssjf-mc", "s3"):
+            runs = dataset_runs(store, dataset)
+            test = runs[runs["split"] == "test"]
+            return (load_head(files.path)[0], prompt_embeddings(store, test["prompt"].tolist()),
+                    test["output_tokens"].to_numpy())
         if files.kind not in (STATIC_KIND, PLP_KIND):
-            return {}
+            return None
         head, meta = load_head(files.path)
         key = (int(meta["layer"]), float(meta["alpha"]))
         if key not in tables:
@@ -227,9 +296,15 @@ def interval_metrics(store: Store, dataset: str) -> Callable[[PredictorFiles], d
         x = table.prompt_matrix(meta.get("pooling", meta.get("prompt_pooling", "egtp")))[test]
         if files.kind == PLP_KIND:
             x = torch.stack([plp_inputs(row, torch.zeros(0, row.shape[0]), [0])[0] for row in x])
+        return head, x, table.lengths()[test].numpy()
+
+    def measure(files: PredictorFiles) -> dict:
+        found = inputs(files)
+        if found is None:
+            return {}
+        head, x, y = found
         with torch.no_grad():
             q = bin_quantiles(torch.softmax(head(x.float()), dim=-1), head.bins, (QUANTILES[0], QUANTILES[-1]))
-        y = table.lengths()[test].numpy()
         return {"interval": f"{QUANTILE_COLUMNS[0]}..{QUANTILE_COLUMNS[-1]}",
                 "interval_coverage": float(np.mean((y >= q[:, 0]) & (y <= q[:, 1]))),
                 "interval_median_width": float(np.median(q[:, 1] - q[:, 0])), "interval_runs": int(len(y))}

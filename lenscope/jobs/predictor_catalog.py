@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 from analysis.core.metrics import prediction_metrics
 from cache.settings import REPO_ROOT
 from cache.store import Store
+from lenscope.jobs.baselines import BASELINE_KIND, BASELINES, DESCRIPTIONS, baseline_name
 from lenscope.jobs.crossval import runs_digest
 from lenscope.jobs.datasets import all_runs, dataset_runs
 from lenscope.jobs.egtp import DEFAULT_LAYER, PLP_KIND, STATIC_KIND, predictor_name
@@ -35,6 +36,7 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "lenscope-predictor/1"
 PROBE_LAYER = 15  # the single-layer probe chosen on validation in the study (README, claims rerun)
 REBUILD = "python -m lenscope study --size full"
+PROMPT_BASELINES = tuple(b for b in BASELINES if b != "pia")  # PiA generates an answer to predict: not shipped
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ CATALOG: dict[str, CatalogEntry] = {e.name: e for e in (
                  f"MLP probe on the target's layer-{PROBE_LAYER} state at the prompt's last token (OUTLETS' baseline)"),
     CatalogEntry("drafter", "drafter", lambda d: drafter_name(d, "outlets"),
                  "OUTLETS drafter's length head after the prompt and the target's greedy first token"),
+    *(CatalogEntry(b, BASELINE_KIND, lambda d, b=b: baseline_name(b, d), DESCRIPTIONS[b]) for b in PROMPT_BASELINES),
     CatalogEntry("constant", "constant", lambda d: f"constant:{d}",
                  "the training runs' median length for every prompt (the reference every predictor must beat)"),
 )}
@@ -182,7 +185,9 @@ def _source_hash(files: PredictorFiles) -> str | None:
     """Hash of a store predictor's main weight file (None for the constant): what a shipped copy was made from."""
     if files.path is None:
         return None
-    return sha256(files.path if files.kind in SOFT_LABEL_KINDS else files.path / "model.safetensors")
+    if files.path.is_file():
+        return sha256(files.path)
+    return sha256(next(p for p in sorted(files.path.iterdir()) if p.suffix == ".safetensors"))
 
 
 def shipped_fresh(store: Store, dataset: str, root: Path = SHIPPED_DIR) -> bool:
@@ -208,8 +213,9 @@ def _copy_weights(files: PredictorFiles, folder: Path) -> dict[str, str]:
     """Copy a store predictor's weights into ``folder`` (a drafter's in float16); {file: sha256}."""
     folder.mkdir(parents=True, exist_ok=True)
     source = files.path
-    if files.kind in SOFT_LABEL_KINDS:
-        pairs = [(source, "model.safetensors"), (source.with_suffix(".json"), "model.json")]
+    if source.is_file():  # a head saved as FILE.safetensors beside FILE.json
+        stem = "model" if files.kind in SOFT_LABEL_KINDS else source.stem
+        pairs = [(source, f"{stem}.safetensors"), (source.with_suffix(".json"), f"{stem}.json")]
     else:
         pairs = [(source / f.name, f.name) for f in sorted(source.iterdir()) if f.is_file()]
     for src, dst in pairs:

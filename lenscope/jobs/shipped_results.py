@@ -26,6 +26,7 @@ from lenscope.jobs.claims import claims_report
 from lenscope.jobs.crossval import runs_digest
 from lenscope.jobs.predictor_catalog import REBUILD, sha256
 from lenscope.jobs.study_results import StoreResults
+from models.target import TargetModel
 
 RESULTS_DIR = REPO_ROOT / "data" / "results"
 MANIFEST = "manifest.json"
@@ -107,18 +108,18 @@ def published_fresh(results: StoreResults, root: Path = RESULTS_DIR) -> bool:
     return path.is_file() and json.loads(path.read_text()).get("signature") == source_signature(results)
 
 
-def publish_results(results: StoreResults, root: Path = RESULTS_DIR, out_of_fold: pd.DataFrame | None = None) -> dict:
-    """Write the results of a store's study under ``root`` and return the manifest. ``out_of_fold``: the claims'
-    out-of-fold rows when the caller has them (else the claims are re-read from their stored folds)."""
+def publish_results(results: StoreResults, target: TargetModel, root: Path = RESULTS_DIR) -> dict:
+    """Write the results of a store's study under ``root`` and return the manifest. The claims are read back from
+    their stored folds and seeds (``target``: the model PiA asks, whose answers are stored too), so the shipped
+    claims and out-of-fold predictions come from one judgement."""
     store, dataset = results.store, results.dataset
     runs = results.runs()
-    claims = results.claims()
-    if claims is None:
+    config = (results.claims() or {}).get("config")
+    if config is None:
         raise ValueError(f"dataset {dataset!r} has no cross-validated claims; run `{REBUILD}` first")
-    if out_of_fold is None:
-        config = claims["config"]
-        out_of_fold = claims_report(store, dataset, config["layer"], config["probe_layer"], config["folds"],
-                                    config["seeds"]).out_of_fold()
+    out_of_fold = claims_report(store, dataset, config["layer"], config["probe_layer"], config["folds"],
+                                config["seeds"], target).out_of_fold()
+    claims = results.claims()
     predictors = results.predictors()
     values = {
         "runs.csv.gz": runs[RUN_COLUMNS],

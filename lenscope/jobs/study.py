@@ -324,7 +324,7 @@ def _publish_steps(store: Store, target: TargetModel, dataset: str) -> list[Step
              lambda cb: speculative_job(store, target, dataset, on_progress=cb)),
         Step("publish the results (data/results) and ship the predictors (data/predictors)",
              lambda: published_fresh(StoreResults(store, dataset)) and shipped_fresh(store, dataset),
-             lambda cb: (publish_results(StoreResults(store, dataset)),
+             lambda cb: (publish_results(StoreResults(store, dataset), target),
                          ship_predictors(store, dataset, extra_metrics=interval_metrics(store, dataset)))),
     ]
 
