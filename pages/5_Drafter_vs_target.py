@@ -5,10 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from lenscope.app.outlets import train_section
+from lenscope.app.outlets import shipped_section, train_section
 from lenscope.app.runner import run_job
-from lenscope.app.speculative import drafter_datasets, live_section, measurement_section, show_measurement
-from lenscope.app.study import shipped_notice
+from lenscope.app.speculative import drafter_datasets, live_section, measurement_section
 from lenscope.app.widgets import get_store, model_picker, show_figure
 from lenscope.figures.outlets import (
     ablation_table,
@@ -32,23 +31,7 @@ target = model_picker()
 
 shipped = shipped_for(store)
 if shipped is not None:
-    st.header("The study (shipped results)")
-    shipped_notice(store, shipped)
-    found = shipped.speculative()
-    if found is not None:
-        st.subheader("Speculative decoding, measured live on held-out prompts")
-        show_measurement(found[1], shipped.dataset)
-    own = shipped.predictors()
-    own = own[own["kind"].isin(["drafter", "probe"])]
-    if not own.empty:
-        st.subheader("Remaining length: drafter vs probes")
-        st.dataframe(ablation_table(own), hide_index=True)
-    ablation = shipped.drafter_ablation()
-    if ablation is not None:
-        st.subheader("Which part of the gain: the draft decoder, its objective or its inputs?")
-        maes, pairs = drafter_ablation_tables(ablation)
-        st.dataframe(maes, hide_index=True)
-        st.dataframe(pairs, hide_index=True)
+    shipped_section(store, shipped)
     st.header("Your store")
 
 drafters = store.predictors_frame("drafter")

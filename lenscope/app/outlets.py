@@ -6,8 +6,11 @@ import streamlit as st
 
 from cache.store import Store
 from lenscope.app.runner import run_job
-from lenscope.app.study import empty_state
+from lenscope.app.speculative import show_measurement
+from lenscope.app.study import empty_state, shipped_notice
+from lenscope.figures.outlets import ablation_table, drafter_ablation_tables
 from lenscope.jobs.outlets import DRAFTER_VARIANTS, PROBE_MODES, train_drafter_job, train_probe_job
+from lenscope.jobs.shipped_results import ShippedStudy
 from lenscope.jobs.study import preferred_dataset
 from models.target import TargetModel
 
@@ -34,3 +37,24 @@ def train_section(store: Store, target: TargetModel | None, expanded: bool) -> N
             result = run_job(jobs[name])
             if result is not None:
                 st.success(f"Registered {result.name}; rerun the page to see it.")
+
+
+def shipped_section(store: Store, shipped: ShippedStudy) -> None:
+    """The shipped study's drafter results: live speculative decoding, drafters vs probes, the drafter ablation."""
+    st.header("The study (shipped results)")
+    shipped_notice(store, shipped)
+    found = shipped.speculative()
+    if found is not None:
+        st.subheader("Speculative decoding, measured live on held-out prompts")
+        show_measurement(found[1], shipped.dataset)
+    own = shipped.predictors()
+    own = own[own["kind"].isin(["drafter", "probe"])]
+    if not own.empty:
+        st.subheader("Remaining length: drafter vs probes")
+        st.dataframe(ablation_table(own), hide_index=True)
+    ablation = shipped.drafter_ablation()
+    if ablation is not None:
+        st.subheader("Which part of the gain: the draft decoder, its objective or its inputs?")
+        maes, pairs = drafter_ablation_tables(ablation)
+        st.dataframe(maes, hide_index=True)
+        st.dataframe(pairs, hide_index=True)

@@ -23,7 +23,7 @@ from lenscope.jobs.serving import (
     reference_rows,
 )
 from lenscope.jobs.shipped_results import shipped_for
-from lenscope.jobs.study import PRESET_KIND, preset_config
+from lenscope.jobs.study_results import PRESET_KIND, preset_config
 
 INTERVALS = ("Means over {n} seeds with 95% Student-t intervals over seeds; the changes vs RR+FCFS and the shares of "
              "the oracle's cut (per seed: the predictor's change over the oracle's) are paired by seed. The "

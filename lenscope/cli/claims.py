@@ -36,7 +36,7 @@ def register(subparsers) -> None:
 
 def _resolve(args: argparse.Namespace):
     from cache.store import Store
-    from lenscope.jobs.study import study_layers
+    from lenscope.jobs.study_results import study_layers
 
     store = Store()
     layer = study_layers(store, args.dataset)[0] if args.layer is None else args.layer

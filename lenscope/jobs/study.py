@@ -64,10 +64,10 @@ from lenscope.jobs.outlets import (
 )
 from lenscope.jobs.ray_cluster import RayOptions
 from lenscope.jobs.serving import PredictorSpec, dataset_trace, outlets_preset
+from lenscope.jobs.study_results import PRESET_KIND, preset_config
 from models.engine import GenerationSettings
 from models.target import TargetModel
 
-PRESET_KIND = "study_preset"
 SHIPPED = REPO_ROOT / "data" / "generations"
 # Drafter variants per size: the starter trains only the OUTLETS drafter (the ablations need the full study).
 # The ablations train after the claims, which do not read them.
@@ -132,14 +132,6 @@ def preferred_dataset(names: list[str]) -> str | None:
     return next((n for n in PREFERRED_DATASETS if n in names), names[0] if names else None)
 
 
-def study_layers(store: Store, dataset: str) -> tuple[int, int]:
-    """(head layer, probe layer) of a study on ``dataset``: the last recorded layer (the target's last) and
-    half of it, as :func:`study_steps` trains them."""
-    config = store.dataset_config(dataset)
-    if config is None:
-        raise ValueError(f"no dataset {dataset!r} in the store; run `python -m lenscope study` first")
-    layer = max(config.get("layers") or [30])
-    return layer, layer // 2
 
 
 # Sizes whose predictors train and score on censored runs too: the tiny study's few dozen tokens finish almost
@@ -336,15 +328,6 @@ def _claims_fresh(store: Store, dataset: str, seeds: int) -> bool:
     wanted = {"folds": FOLDS, "seeds": seeds, "runs": runs_digest(cv_runs(store, dataset)),
               "drafter": dataset_predictors(store, dataset).get(drafter_name(dataset, "outlets"))}
     return all(config.get(k) == v for k, v in wanted.items())
-
-
-def preset_config(store: Store, dataset: str) -> dict:
-    """The preset replays the OUTLETS drafter's predictions; a retrained drafter (a new id) needs a new run, and so
-    do other seeds or workloads."""
-    from lenscope.jobs.serving import PRESET_SEEDS, WORKLOADS
-
-    drafter = dataset_predictors(store, dataset).get(drafter_name(dataset, "outlets"))
-    return {"dataset": dataset, "predictor_id": drafter, "seeds": PRESET_SEEDS, "workloads": list(WORKLOADS)}
 
 
 def run_preset(store: Store, dataset: str, include_censored: bool = False,

@@ -13,14 +13,35 @@ import pandas as pd
 
 from cache.store import Store
 from lenscope.jobs.attribution_evidence import stored_evidence
-from lenscope.jobs.claims import stored_claims
+from lenscope.jobs.claims import dataset_predictors, stored_claims
 from lenscope.jobs.crossval import MAX_STEP
 from lenscope.jobs.datasets import all_runs, dataset_counts
 from lenscope.jobs.drafter_ablation import stored_ablation
 from lenscope.jobs.egtp import ABLATION_KIND, PLP_KIND, ablation_config, plp_mae_curve, predictor_name
+from lenscope.jobs.outlets import drafter_name
 from lenscope.jobs.results import benchmark_frame
 from lenscope.jobs.speculative import stored_measurement
-from lenscope.jobs.study import PRESET_KIND, preset_config, study_layers
+
+PRESET_KIND = "study_preset"
+
+
+def study_layers(store: Store, dataset: str) -> tuple[int, int]:
+    """(head layer, probe layer) of a study on ``dataset``: the last recorded layer (the target's last) and
+    half of it, as :func:`study_steps` trains them."""
+    config = store.dataset_config(dataset)
+    if config is None:
+        raise ValueError(f"no dataset {dataset!r} in the store; run `python -m lenscope study` first")
+    layer = max(config.get("layers") or [30])
+    return layer, layer // 2
+
+
+def preset_config(store: Store, dataset: str) -> dict:
+    """The preset replays the OUTLETS drafter's predictions; a retrained drafter (a new id) needs a new run, and so
+    do other seeds or workloads."""
+    from lenscope.jobs.serving import PRESET_SEEDS, WORKLOADS
+
+    drafter = dataset_predictors(store, dataset).get(drafter_name(dataset, "outlets"))
+    return {"dataset": dataset, "predictor_id": drafter, "seeds": PRESET_SEEDS, "workloads": list(WORKLOADS)}
 
 
 class StudyResults(Protocol):

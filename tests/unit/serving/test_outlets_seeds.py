@@ -77,7 +77,7 @@ def test_preset_over_seeds_runs_the_references_on_the_same_requests_and_pairs_ch
 
 def test_preset_defaults_to_at_least_20_seeds(store, capsys):
     from lenscope.cli import main
-    from lenscope.jobs.study import preset_config
+    from lenscope.jobs.study_results import preset_config
 
     assert PRESET_SEEDS >= 20
     assert inspect.signature(outlets_preset).parameters["seeds"].default == PRESET_SEEDS
