@@ -53,7 +53,8 @@ def shipped_table() -> None:
     if table.empty:
         st.info("No predictor is shipped with this copy; `python -m lenscope study --size full` trains and ships them.")
         return
-    st.dataframe(table.round(3), hide_index=True, width="stretch")
+    st.dataframe(table.round({c: 1 for c in table.columns if c != "interval coverage"}).round(3), hide_index=True,
+                 width="stretch")
     st.caption("Test MAE in tokens with its 95% bootstrap CI over prompts, and the paired difference to the "
                "constant train median on the same runs (negative: better than the constant), on the study's test "
                "split; interval coverage: how often the 10th-90th percentile interval held the true length (80% if "

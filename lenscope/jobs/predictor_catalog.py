@@ -281,14 +281,14 @@ def shipped_summary(root: Path = SHIPPED_DIR) -> pd.DataFrame:
     for name in shipped_names(root):
         m = json.loads((root / name / MANIFEST).read_text())
         metrics, data = m.get("metrics") or {}, m["training_data"]
-        row = {"predictor": name, "what": m["description"], "test runs": metrics.get("n_runs"),
+        row = {"predictor": name, "test runs": metrics.get("n_runs"),
                "static MAE": metrics.get("static_mae"), "lo": metrics.get("static_mae_lo"),
                "hi": metrics.get("static_mae_hi"), "vs constant": metrics.get("static_vs_constant"),
                "vs constant lo": metrics.get("static_vs_constant_lo"),
                "vs constant hi": metrics.get("static_vs_constant_hi"),
                "interval coverage": metrics.get("interval_coverage"),
                "trained on": f"{data.get('train_finished', data['train_runs'])} finished train runs of "
-                             f"{data['dataset']!r}"}
+                             f"{data['dataset']!r}", "what": m["description"]}
         rows.append(row)
     return pd.DataFrame(rows)
 
