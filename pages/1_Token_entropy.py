@@ -35,13 +35,13 @@ if submitted:
     if not prompt.strip():
         st.error("The prompt is empty: type something to send to the model.")
         st.stop()
-    with error_boundary():  # a prompt too long for the model: said so
-        st.session_state["entropy_predictions"] = predict_typed(target, prompt)
     settings = GenerationSettings(int(max_new), float(temperature), 1.0, int(seed))
     generated = run_job(lambda on_progress: generate_cached(store, target, prompt, settings, on_progress=on_progress),
                         start="Generating...")
     if generated is None:
         st.stop()
+    with error_boundary():
+        st.session_state["entropy_predictions"] = predict_typed(target, prompt)  # from the prompt alone
     st.session_state["entropy_run_id"] = generated[0].id
     st.session_state["entropy_cache_hit"] = generated[1]
 

@@ -111,7 +111,7 @@ def test_page_without_dataset(data_dir, no_shipped_results):
     assert [b.label for b in at.button] == ["Run the starter study"]
 
 
-def test_page_with_dataset_but_no_predictor(store, target):
+def test_page_with_dataset_but_no_predictor(store, target, no_shipped_results):
     from lenscope.jobs.collect import collect_dataset
     from models.engine import GenerationSettings
 
@@ -121,7 +121,7 @@ def test_page_with_dataset_but_no_predictor(store, target):
     assert any("No predictor trained" in i.value and "train-baselines" in i.value for i in at.info)
 
 
-def test_page_with_data_links_numbers_to_runs(store, target):
+def test_page_with_data_links_numbers_to_runs(store, target, no_shipped_results):
     runs = seed_store(store, target)
     at = open_page(PAGE).run()
     assert not at.exception, at.exception

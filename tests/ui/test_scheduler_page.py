@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.apptest import open_page
 
 
-def test_page_runs_preset_and_compare(data_dir):
+def test_page_runs_preset_and_compare(data_dir, no_shipped_results):
     at = open_page("pages/6_Scheduler_playground.py").run()
     assert not at.exception and not at.error
     assert any("Run OUTLETS preset" in i.value for i in at.info)
@@ -156,7 +156,7 @@ def test_a_mooncake_upload_runs_with_prefix_caching_and_cache_aware_dispatch(dat
     assert 0.5 < table["prefix_hit_rate"].iloc[1] < 1.0  # 27 of 30 prompts find 1,024 of 1,100 tokens
 
 
-def test_qps_sweep_tab_shows_where_each_policy_saturates(data_dir):
+def test_qps_sweep_tab_shows_where_each_policy_saturates(data_dir, no_shipped_results):
     at = open_page("pages/6_Scheduler_playground.py").run()
     at.sidebar.number_input(key="sched_first_n").set_value(200)
     assert any("Run QPS sweep" in i.value for i in at.info)
