@@ -31,7 +31,7 @@ def test_page_without_any_data_says_how_to_create_it(page_env, no_shipped_result
     assert not at.get("plotly_chart")
 
 
-def test_page_trains_from_buttons_then_shows_charts_and_curves(page_env, target):
+def test_page_trains_from_buttons_then_shows_charts_and_curves(page_env, target, no_shipped_results):
     store = page_env
     make_tiny_dataset(store, target, "pagetiny")
     at = open_page(PAGE).run()

@@ -93,7 +93,7 @@ def test_pages_without_data_say_what_to_run(data_dir, use_dir, page_file, no_shi
     assert [b.label for b in at.button] == ["Run the starter study"]
 
 
-def test_pages_render_with_data(trained_dir, use_dir):
+def test_pages_render_with_data(trained_dir, use_dir, no_shipped_results):
     use_dir(trained_dir[0])
     at = open_page("pages/4_Pooling_ablation.py").run()
     assert not at.exception and len(at.get("plotly_chart")) == 1
@@ -122,7 +122,7 @@ def test_pages_render_with_data(trained_dir, use_dir):
     assert len(at.get("plotly_chart")) == 2
 
 
-def test_pages_train_button_on_synthetic_dataset(data_dir, use_dir):
+def test_pages_train_button_on_synthetic_dataset(data_dir, use_dir, no_shipped_results):
     from cache.store import Store
     from tests.egtp_data import synthetic_dataset
 

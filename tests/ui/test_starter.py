@@ -75,7 +75,7 @@ def test_browser_starter_study_fills_every_page(starter_server, page):
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(ARTIFACTS / "starter_home.png"), full_page=True)
     with page.expect_download() as download:
-        page.get_by_role("button", name="Download the study report (HTML)").click()
+        page.get_by_role("button", name="Download the study report (HTML)").last.click()  # the starter's
     report = download.value.path().read_text()
     assert report.startswith("<!DOCTYPE html>") and "The papers&#x27; claims" in report
     for path, title in PAGES.items():
