@@ -20,6 +20,8 @@ from pathlib import Path
 import torch
 import transformers
 
+from models.sources import LOCAL_LOAD_OPTIONS
+
 CACHE_ENV = "LENSCOPE_GGUF_CACHE"
 # Bump when what is written changes, so that older copies are not read.
 FORMAT_VERSION = 1
@@ -63,7 +65,8 @@ def load_converted(gguf: Path, dtype: torch.dtype) -> tuple[torch.nn.Module, obj
     if folder is None:
         return None
     try:
-        return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype), AutoTokenizer.from_pretrained(folder)
+        return (AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **LOCAL_LOAD_OPTIONS),
+                AutoTokenizer.from_pretrained(folder, **LOCAL_LOAD_OPTIONS))
     except Exception as exc:  # noqa: BLE001 - any failure: fall back to the GGUF itself
         log.warning("the converted copy of %s in %s does not load (%s); converting again", gguf, folder, exc)
         shutil.rmtree(folder, ignore_errors=True)

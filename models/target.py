@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from models.gguf_checkpoint import load_converted, save_converted
 from models.logits import LogitSummary, summarize_logits
-from models.sources import ModelSource, hub_load_options, resolve_source
+from models.sources import ModelSource, load_options, resolve_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TOP_K = 5
@@ -107,20 +107,22 @@ class TargetModel:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
         source = spec if isinstance(spec, ModelSource) else resolve_source(spec)
+        kwargs = load_options(source)  # never a model's own code; custom code is refused here, before any load
         gguf = Path(source.path) / source.gguf_file if source.gguf_file and source.local else None
         if gguf is not None and gguf.is_file():
             loaded = load_converted(gguf, DTYPES[dtype])  # the GGUF's plain copy: no metadata parsing
             if loaded is not None:
                 return cls(loaded[0].to(pick_device(device)), loaded[1], source, dtype)
-        kwargs = {"gguf_file": source.gguf_file} if source.gguf_file else {}
-        if not source.local:
-            kwargs |= hub_load_options(source.path)
         try:
             tokenizer = AutoTokenizer.from_pretrained(source.path, **kwargs)
             model = AutoModelForCausalLM.from_pretrained(source.path, dtype=DTYPES[dtype], **kwargs)
         except Exception as exc:  # transformers raises many types for unusable checkpoints
+            detail = " ".join(str(exc).split())  # one line: transformers' messages run over several
+            if "trust_remote_code" in detail:  # a hub model that needs its own code (transformers refused it)
+                raise ValueError(f"model {source.spec!r} declares custom code (auto_map); lenscope never runs a "
+                                 "model's own code") from exc
             where = "the local checkpoint" if source.local else "the model hub (is this machine online?)"
-            raise ValueError(f"could not load model {source.spec!r} from {where}: {exc}") from exc
+            raise ValueError(f"could not load model {source.spec!r} from {where}: {detail}") from exc
         if gguf is not None and dtype == "float32":
             save_converted(model, tokenizer, gguf)
         return cls(model.to(pick_device(device)), tokenizer, source, dtype)

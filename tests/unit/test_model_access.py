@@ -22,20 +22,66 @@ def roots(tmp_path) -> tuple[Path, Path]:
 
 def test_embedded_hub_ids_and_paths_under_a_root_are_allowed(roots):
     allowed, _ = roots
-    for spec in ("", " ", "embedded:gemma3-270m", "embedded:unknown", str(allowed / "ckpt"), str(allowed / "m.gguf"),
-                 str(allowed / "ckpt" / ".." / "m.gguf"), str(allowed / "missing")):
+    for spec in ("", " ", "embedded:gemma3-270m", "embedded:unknown"):
         assert browser_source(spec, [allowed]) == spec.strip()
+    assert browser_source(str(allowed / "ckpt"), [allowed]) == ModelSource(str(allowed / "ckpt"), str(allowed / "ckpt"))
+    for spec in (str(allowed / "m.gguf"), str(allowed / "ckpt" / ".." / "m.gguf")):
+        assert browser_source(spec, [allowed]) == ModelSource(spec, str(allowed), "m.gguf")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        browser_source(str(allowed / "missing"), [allowed])
     assert browser_source("Qwen/Qwen2.5-0.5B-Instruct", [allowed]) == ModelSource(
         "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", local=False)
     assert browser_source("gpt2", []) == ModelSource("gpt2", "gpt2", local=False)
 
 
-def test_a_hub_shaped_name_outside_the_roots_stays_a_hub_id_even_where_it_exists(roots, monkeypatch):
+def test_a_path_under_a_root_is_loaded_as_its_resolved_path(roots, monkeypatch):
+    """A relative name under a root, even hub-shaped, is a local path: its source holds the resolved folder, so
+    nothing reads the name again (as a path from another working directory, or as a hub id)."""
+    allowed, _ = roots
+    (allowed / "owner").mkdir()
+    (allowed / "owner" / "name").symlink_to(allowed / "ckpt")
+    monkeypatch.chdir(allowed)
+    assert browser_source("owner/name", [allowed]) == ModelSource("owner/name", str(allowed / "ckpt"))
+
+
+def test_a_hub_shaped_name_that_exists_outside_the_roots_is_refused(roots, monkeypatch):
     _, outside = roots
     (outside / "owner" / "name").mkdir(parents=True)
     (outside / "owner" / "name" / "config.json").write_text("{}")
-    monkeypatch.chdir(outside)  # "owner/name" is a local checkpoint here, but the cwd is not a root
-    assert browser_source("owner/name", []) == ModelSource("owner/name", "owner/name", local=False)
+    monkeypatch.chdir(outside)  # "owner/name" is a local checkpoint here (transformers would load it), not a root
+    with pytest.raises(ValueError, match="is not a model the app may load"):
+        browser_source("owner/name", [])
+
+
+def test_a_symlink_named_like_a_cached_hub_id_that_leads_outside_is_refused(roots, monkeypatch):
+    """The working directory is a root; ``HuggingFaceTB/SmolLM2-135M`` in it is a symlink to a folder outside:
+    refused with the very message of the outside path itself, never taken for the hub id."""
+    allowed, outside = roots
+    (outside / "secret").mkdir()
+    (outside / "secret" / "config.json").write_text("{}")
+    (allowed / "HuggingFaceTB").mkdir()
+    (allowed / "HuggingFaceTB" / "SmolLM2-135M").symlink_to(outside / "secret")
+    (allowed / "HuggingFaceTB" / "dangling").symlink_to(outside / "gone")
+    monkeypatch.chdir(allowed)
+    for spec in ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/dangling"):
+        with pytest.raises(ValueError) as refused:
+            browser_source(spec, [allowed])
+        with pytest.raises(ValueError) as direct:
+            browser_source(str(outside / "secret"), [allowed])
+        assert str(refused.value) == str(direct.value).replace(repr(str(outside / "secret")), repr(spec))
+
+
+def test_a_hub_source_whose_name_appeared_locally_is_not_loaded(roots, monkeypatch):
+    """Between the check and the load a folder of the hub id's name appears: the load refuses it."""
+    from models.target import TargetModel
+
+    _, outside = roots
+    source = browser_source("owner/name", [])
+    (outside / "owner" / "name").mkdir(parents=True)
+    (outside / "owner" / "name" / "config.json").write_text("{}")
+    monkeypatch.chdir(outside)
+    with pytest.raises(ValueError, match="a local path of that name exists"):
+        TargetModel.load(source)
 
 
 @pytest.mark.parametrize("make", [
@@ -83,5 +129,5 @@ def test_the_app_glue_applies_the_policy_and_loads_a_failing_spec_once(roots, mo
     for _ in range(2):
         with pytest.raises(ValueError, match="could not load model"):
             widgets.get_target(str(allowed / "ckpt"))
-    assert calls == [str(allowed / "ckpt")]
+    assert calls == [ModelSource(str(allowed / "ckpt"), str(allowed / "ckpt"))]
     widgets._models.clear()
