@@ -21,6 +21,7 @@ from transformers import DynamicCache
 
 from models.kv_slots import GROWTH, MIN_COLUMNS, SlotCache
 from models.logits import LogitSummary, summarize_logits
+from models.numbers import POSITIVE_INT, SEED, Range, check_fields
 from models.target import (
     FORWARD_TOKENS,
     TOP_K,
@@ -37,17 +38,32 @@ MAX_AUTO_BATCH = {"cpu": 64, "cuda": 256}
 # Prompts are admitted in request order, sorted by length only within windows of this many batches, so a
 # collection stopped part-way holds a representative sample of its (shuffled) requests.
 ADMISSION_WINDOW = 4
+# The values the sampler takes (checked by GenerationSettings, and by every flag and form that sets them):
+# temperature 0 is greedy, and above 10 the distribution is as good as uniform noise; top-p keeps a non-empty nucleus.
+GENERATION_RANGES = {
+    "max_new_tokens": POSITIVE_INT,
+    "temperature": Range(0, 10),
+    "top_p": Range(0, 1, low_open=True),
+    "seed": SEED,
+}
 
 
 @dataclass
 class GenerationSettings:
-    """Sampling settings of one request; with :data:`SAMPLER_VERSION` part of the run cache key."""
+    """Sampling settings of one request; with :data:`SAMPLER_VERSION` part of the run cache key. Values outside
+    :data:`GENERATION_RANGES` (a NaN temperature, top-p above 1, ...) raise ValueError: no such run is ever sampled or
+    stored."""
 
     max_new_tokens: int = 1024
     temperature: float = 0.7
     top_p: float = 1.0
     seed: int = 0
     system_prompt: str = "default"
+
+    def __post_init__(self) -> None:
+        check_fields(self, GENERATION_RANGES)
+        if not isinstance(self.system_prompt, str):
+            raise ValueError(f"system_prompt must be a text, not {self.system_prompt!r}")
 
     def as_dict(self) -> dict:
         """The settings as stored; ``system_prompt`` appears only when it is not the template's default."""

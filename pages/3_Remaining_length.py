@@ -53,7 +53,7 @@ elif dataset is not None:
         st.subheader("Live generation")
         prompt = st.text_area("Prompt", "Explain in a few sentences why the sky is blue.")
         max_new = st.slider("Max new tokens", 8, 512, 128)
-        seed = int(st.number_input("Seed", value=0))
+        seed = int(st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0))
         if st.button("Generate and predict"):
             target = model_picker()
             if target is not None:

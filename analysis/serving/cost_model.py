@@ -26,15 +26,23 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
+from models.numbers import NON_NEGATIVE, check_fields
+
+# Every coefficient is a time in seconds (per token, per sequence, per context token, or fixed): finite, >= 0.
+COEFFICIENT = NON_NEGATIVE
+
 
 @dataclass(frozen=True)
 class LinearCost:
-    """Coefficients of ``a + b*batch_tokens + c*batch_size + d*context_tokens`` (seconds)."""
+    """Coefficients of ``a + b*batch_tokens + c*batch_size + d*context_tokens`` (seconds; each finite and >= 0)."""
 
     a: float
     b: float
     c: float
     d: float
+
+    def __post_init__(self) -> None:
+        check_fields(self, dict.fromkeys("abcd", COEFFICIENT))
 
     def step_s(self, batch_tokens: float, batch_size: float, context_tokens: float) -> float:
         return self.a + self.b * batch_tokens + self.c * batch_size + self.d * context_tokens
@@ -71,6 +79,9 @@ class CostModel:
     kv_transfer_base_s: float = 1e-3
     kv_transfer_per_token_s: float = 5e-6
 
+    def __post_init__(self) -> None:
+        check_fields(self, dict.fromkeys(("kv_transfer_base_s", "kv_transfer_per_token_s"), COEFFICIENT))
+
     def kv_transfer_s(self, tokens: int) -> float:
         return self.kv_transfer_base_s + self.kv_transfer_per_token_s * tokens
 
@@ -88,9 +99,24 @@ class CostModel:
 
     @classmethod
     def from_dict(cls, data: dict) -> CostModel:
-        return cls(prefill=LinearCost(**data["prefill"]), decode=LinearCost(**data["decode"]),
-                   kv_transfer_base_s=data.get("kv_transfer_base_s", 1e-3),
-                   kv_transfer_per_token_s=data.get("kv_transfer_per_token_s", 5e-6))
+        """The cost model of :meth:`to_dict`'s layout; ValueError naming the key of a missing, unknown, negative or
+        non-finite coefficient (``prefill.a must be a finite number >= 0, not -1``)."""
+        if not isinstance(data, dict) or not all(isinstance(data.get(p), dict) for p in ("prefill", "decode")):
+            raise ValueError("a cost model is an object with prefill and decode objects of coefficients a, b, c, d "
+                             "(seconds), as `lenscope calibrate-cost --out` writes it")
+        phases = {}
+        for phase in ("prefill", "decode"):
+            coefficients = data[phase]
+            if set(coefficients) != set("abcd"):
+                raise ValueError(f"{phase} needs exactly the coefficients a, b, c, d (seconds), not "
+                                 f"{', '.join(sorted(coefficients)) or 'none'}")
+            for key in "abcd":
+                COEFFICIENT.check(f"{phase}.{key}", coefficients[key])
+            phases[phase] = LinearCost(**coefficients)
+        extra = {k: data[k] for k in ("kv_transfer_base_s", "kv_transfer_per_token_s") if k in data}
+        for key, value in extra.items():
+            COEFFICIENT.check(key, value)
+        return cls(**phases, **extra)
 
 
 DEFAULT_COST = CostModel(prefill=LinearCost(a=10e-3, b=4e-5, c=0.0, d=0.0),

@@ -35,6 +35,7 @@ from analysis.serving.prefix_cache import PrefixCache
 from analysis.serving.registry import DISPATCH_POLICIES, PREFILL_QUEUE_POLICIES, QUEUE_POLICIES, needs_prefix_cache
 from analysis.serving.states import Event, EventType, RequestState, RequestStates
 from analysis.serving.traces import MAX_ARRIVAL_S, MAX_TOKENS
+from models.numbers import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SEED, Range, check_fields
 
 _ITERATION_DONE = EventType.ITERATION_DONE  # (a module constant: cheaper to read than the enum attribute)
 MODES = ("disaggregated", "colocated")
@@ -43,6 +44,16 @@ TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 # Options added after results were first stored, with the defaults that keep the earlier behaviour.
 LATER_OPTIONS = {"prefill_queue": "fcfs", "preemptive": False, "preempt_limit": None, "max_preemptions": None,
                  "chunk_tokens": None, "prefix_cache_tokens": None, "hash_block_tokens": 512}
+# The numbers a SimConfig takes (None: an option left off); the CLI's flags and the app's forms use the same ranges.
+CONFIG_RANGES = {
+    "n_prefill": NON_NEGATIVE_INT, "n_decode": POSITIVE_INT, "max_batch_size": POSITIVE_INT,
+    "kv_capacity_tokens": POSITIVE_INT, "block_size": POSITIVE_INT, "max_prefill_tokens": POSITIVE_INT,
+    "aging_s": NON_NEGATIVE, "seed": SEED, "preempt_limit": POSITIVE, "max_preemptions": POSITIVE_INT,
+    "chunk_tokens": POSITIVE_INT, "prefix_cache_tokens": POSITIVE_INT, "hash_block_tokens": POSITIVE_INT,
+}
+# Offered load of Poisson arrivals (requests per second) and the quantile of output length that splits short from long.
+QPS = POSITIVE
+SHORT_QUANTILE = Range(0, 1, low_open=True, high_open=True)
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,7 @@ class SimConfig:
     hash_block_tokens: int = 512
 
     def __post_init__(self) -> None:
+        check_fields(self, CONFIG_RANGES)
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {self.mode!r}")
         if self.batching not in BATCHING:

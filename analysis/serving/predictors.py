@@ -16,11 +16,15 @@ import numpy as np
 import pandas as pd
 
 from analysis.serving.length_buckets import bucket_of, quantile_edges
+from models.numbers import NON_NEGATIVE, POSITIVE_INT, Range
 
 if TYPE_CHECKING:
     from analysis.serving.external_predictions import PredictionPairs
 
 EMPIRICAL_BUCKETS = 10  # quantile buckets of the true length an empirical prediction is drawn within
+# Noise of the oracle+noise predictor (mean absolute error, tokens) and the constant predictor's length (tokens).
+NOISE_MAE = NON_NEGATIVE
+CONSTANT_LENGTH = Range(1)
 
 
 class Predictor(ABC):
@@ -78,8 +82,8 @@ class NoisyOraclePredictor(Predictor):
         return cls(output_tokens, mae, seed, update_every)
 
     def __init__(self, true_lengths: np.ndarray, mae: float, seed: int = 0, update_every: int = 32) -> None:
-        if mae < 0 or update_every < 1:
-            raise ValueError("noise MAE must be >= 0 and update_every >= 1")
+        NOISE_MAE.check("noise MAE", mae)
+        POSITIVE_INT.check("update_every", update_every)
         self._true = np.asarray(true_lengths, dtype=float)
         self.mae, self.seed, self.update_every = float(mae), int(seed), int(update_every)
         rng = np.random.default_rng(self.seed)
@@ -108,8 +112,7 @@ class ConstantPredictor(Predictor):
         return cls(constant)
 
     def __init__(self, value: float) -> None:
-        if value < 1:
-            raise ValueError("constant prediction must be >= 1 token")
+        CONSTANT_LENGTH.check("constant prediction", value)
         self.value = float(value)
 
     def static(self, i: int) -> float:

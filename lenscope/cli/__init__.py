@@ -17,9 +17,16 @@ from lenscope.cli._common import resolve_dataset
 from lenscope.errors import user_message
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors (a bad flag value, a missing argument) are one line and exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `python -m {self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Parser with every sub-command found in :mod:`lenscope.cli`."""
-    parser = argparse.ArgumentParser(prog="lenscope", description=__doc__.splitlines()[0])
+    """Parser with every sub-command found in :mod:`lenscope.cli` (sub-command parsers are of the same class)."""
+    parser = _Parser(prog="lenscope", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show the traceback of any failure")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):

@@ -9,6 +9,7 @@ from tqdm import tqdm
 
 from analysis.core.metrics import ci_text
 from analysis.core.progress import label_phase
+from models.numbers import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SEED, Range
 
 
 def metrics_line(m: dict) -> str:
@@ -26,15 +27,41 @@ def metrics_line(m: dict) -> str:
     return "; ".join(parts) + f" on {m['eval_split']} ({m['n_runs']} runs)"
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1 (checked before any model is loaded)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+class Number:
+    """argparse type of a number flag: the number in ``valid`` the text spells, else one line naming the flag and
+    the range (``argument --temperature: expected a finite number in [0, 10], not 'nan'``), exit 2, before any work.
+    With ``many``: comma-separated numbers, each in the range, as a list (an empty text gives an empty list).
+
+    Every numeric flag uses it (a test walks the parser), with the range of the concept it sets."""
+
+    def __init__(self, valid: Range, many: bool = False) -> None:
+        self.valid, self.many = valid, many
+        self.__name__ = f"number list ({valid.describe()})" if many else valid.describe()
+
+    def __call__(self, text: str):
+        try:
+            return self.valid.parse_list(text) if self.many else self.valid.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    def __repr__(self) -> str:
+        return f"Number({self.valid!r}, many={self.many})"
+
+
+def number(valid: Range) -> Number:
+    """argparse type: one number in ``valid``."""
+    return Number(valid)
+
+
+def numbers(valid: Range) -> Number:
+    """argparse type: comma-separated numbers, each in ``valid`` (a list)."""
+    return Number(valid, many=True)
+
+
+positive_int = number(POSITIVE_INT)
+non_negative_int = number(NON_NEGATIVE_INT)
+positive = number(POSITIVE)  # learning rates, temperatures of pooling, ...
+seed = number(SEED)
 
 
 def output_file(text: str) -> Path:

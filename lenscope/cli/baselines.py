@@ -11,7 +11,13 @@ from lenscope.cli._common import (
     add_model_args,
     load_target,
     metrics_line,
+    non_negative_int,
+    number,
+    positive,
+    positive_int,
+    seed,
 )
+from models.numbers import Range
 
 
 def register(subparsers) -> None:
@@ -19,13 +25,14 @@ def register(subparsers) -> None:
     add_dataset_arg(p)
     p.add_argument("--only", default="", help="comma-separated subset of ssjf-reg,ssjf-mc,s3,trail,pia,ltr "
                                               "(default: all)")
-    p.add_argument("--epochs", type=int, default=60)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--buckets", type=int, default=10, help="length bins of SSJF-MC and S3")
-    p.add_argument("--trail-layer", type=int, default=15, help="target layer of the TRAIL probe (must be stored)")
+    p.add_argument("--epochs", type=positive_int, default=60)
+    p.add_argument("--lr", type=positive, default=1e-3)
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--buckets", type=number(Range(2, integral=True)), default=10, help="length bins of SSJF-MC and S3")
+    p.add_argument("--trail-layer", type=non_negative_int, default=15,
+                   help="target layer of the TRAIL probe (must be stored)")
     p.add_argument("--ltr-loss", default="listmle", choices=["listmle", "pairwise"])
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seed", type=seed, default=42)
     add_censoring_arg(p)
     add_model_args(p)
     p.set_defaults(func=run)

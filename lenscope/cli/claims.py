@@ -6,14 +6,24 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lenscope.cli._common import PhaseBars, add_dataset_arg, add_model_args, load_target, output_file, positive_int
+from lenscope.cli._common import (
+    PhaseBars,
+    add_dataset_arg,
+    add_model_args,
+    load_target,
+    non_negative_int,
+    number,
+    output_file,
+    positive_int,
+)
+from models.numbers import Range
 
 
 def _dataset_args(p: argparse.ArgumentParser) -> None:
     add_dataset_arg(p)
-    p.add_argument("--layer", type=int, default=None,
+    p.add_argument("--layer", type=non_negative_int, default=None,
                    help="layer of the EGTP heads and PLP (default: the dataset's last recorded layer)")
-    p.add_argument("--probe-layer", type=int, default=None, help="default: half the head layer")
+    p.add_argument("--probe-layer", type=non_negative_int, default=None, help="default: half the head layer")
 
 
 def register(subparsers) -> None:
@@ -22,7 +32,8 @@ def register(subparsers) -> None:
                                              "verdicts; markdown tables); stored folds and seeds are reused")
     _dataset_args(p)
     add_model_args(p)
-    p.add_argument("--folds", type=positive_int, default=5, help="K of grouped K-fold cross-validation (default 5)")
+    p.add_argument("--folds", type=number(Range(2, integral=True)), default=5,
+                   help="K of grouped K-fold cross-validation (default 5)")
     p.add_argument("--seeds", type=positive_int, default=3,
                    help="training seeds per predictor and fold (default 3; deterministic ones get 1)")
     p.add_argument("--no-pia", action="store_true", help="leave out PiA (it asks the target model)")
@@ -47,8 +58,6 @@ def run_claims(args: argparse.Namespace) -> int:
     from lenscope.jobs.claims import claims_markdown, claims_report, head_options_markdown, predictors_markdown
     from lenscope.jobs.datasets import dataset_counts
 
-    if args.folds < 2:
-        raise ValueError("cross-validation needs --folds of at least 2")
     store, dataset, layer, probe_layer = _resolve(args)
     target = None if args.no_pia else load_target(args)
     bars = PhaseBars()

@@ -13,32 +13,37 @@ from lenscope.cli._common import (
     add_model_args,
     add_ray_args,
     load_target,
+    number,
     output_file,
     positive_int,
     progress_bar,
     ray_options,
 )
-from models.engine import FEATURE_MODES
+from models.engine import FEATURE_MODES, GENERATION_RANGES
+from models.numbers import NON_NEGATIVE, POSITIVE_INT
+
+SOURCE_WEIGHT = NON_NEGATIVE
 
 
 def _parse_sources(text: str) -> dict[str, float]:
     try:
         pairs = [part.split("=") for part in text.split(",") if part]
-        return {name.strip(): float(weight) for name, weight in pairs}
+        sources = {name.strip(): float(SOURCE_WEIGHT.parse(weight)) for name, weight in pairs}
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"sources must look like sharegpt=3,humaneval=1, not {text!r}") from exc
+        raise argparse.ArgumentTypeError(f"sources must look like sharegpt=3,humaneval=1, each weight "
+                                         f"{SOURCE_WEIGHT.describe()}, not {text!r}") from exc
+    if not sources or sum(sources.values()) <= 0:
+        raise argparse.ArgumentTypeError(f"give at least one source with a weight above 0, not {text!r}")
+    return sources
 
 
 def _batch_size(text: str) -> int | str:
     if text == "auto":
         return text
     try:
-        size = int(text)
+        return POSITIVE_INT.parse(text)
     except ValueError:
-        size = 0
-    if size < 1:
-        raise argparse.ArgumentTypeError(f"batch size must be 'auto' or a positive integer, not {text!r}")
-    return size
+        raise argparse.ArgumentTypeError(f"batch size must be 'auto' or a positive integer, not {text!r}") from None
 
 
 def _interrupt(signum, frame) -> None:
@@ -56,23 +61,23 @@ def register(subparsers) -> None:
                    help="ForeLen-style scenario instead of --sources: chat (ShareGPT first turns), long "
                         "(flattened multi-turn conversations), reasoning (step-by-step math/code), rl "
                         "(math/code sampled 4 times at temperature 1.0)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=1024)
+    p.add_argument("--max-new-tokens", type=number(GENERATION_RANGES["max_new_tokens"]), default=1024)
     p.add_argument("--batch-size", type=_batch_size, default="auto",
                    help="rows sampled at once (default auto: from a memory budget, at most 64 on CPU, 256 on CUDA)")
     p.add_argument("--features", choices=FEATURE_MODES[:2], default="decode",
                    help="features from the batched decode itself (default, fastest) or from one teacher-forced "
                         "pass after each answer")
-    p.add_argument("--temperature", type=float, default=None,
+    p.add_argument("--temperature", type=number(GENERATION_RANGES["temperature"]), default=None,
                    help="sampling temperature (default 0.7; 1.0 for --scenario rl)")
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--top-p", type=number(GENERATION_RANGES["top_p"]), default=1.0)
+    p.add_argument("--seed", type=number(GENERATION_RANGES["seed"]), default=0)
     p.add_argument("--system-prompt", default="default",
                    help="system turn of the chat template: default (the template's own, e.g. SmolLM2's fixed "
                         "24-token preamble), none (an empty system turn) or a text; prompt pooling never covers it")
     p.add_argument("--samples-per-prompt", type=positive_int, default=None,
                    help="answers per prompt (default 1; 4 for --scenario rl)")
-    p.add_argument("--max-prompt-chars", type=int, default=2000)
-    p.add_argument("--max-prompt-tokens", type=int, default=None,
+    p.add_argument("--max-prompt-chars", type=positive_int, default=2000)
+    p.add_argument("--max-prompt-tokens", type=positive_int, default=None,
                    help=f"token budget of --scenario long prompts (default: at most {LONG_TOKEN_CAP}, leaving "
                         "room for --max-new-tokens in the model's context)")
     add_ray_args(p, "sample")

@@ -4,22 +4,35 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.cli._common import PhaseBars, add_censoring_arg, add_dataset_arg, add_model_args, load_target
+from lenscope.cli._common import (
+    PhaseBars,
+    add_censoring_arg,
+    add_dataset_arg,
+    add_model_args,
+    load_target,
+    non_negative_int,
+    number,
+    positive,
+    positive_int,
+    seed,
+)
+from models.numbers import UNIT_INTERVAL, Range
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     add_dataset_arg(p)
-    p.add_argument("--layer", type=int, default=30, help="hidden layer the head reads (must be stored)")
-    p.add_argument("--alpha", type=float, default=1.0, help="EGTP temperature: weights softmax(H / alpha)")
+    p.add_argument("--layer", type=non_negative_int, default=30, help="hidden layer the head reads (must be stored)")
+    p.add_argument("--alpha", type=positive, default=1.0, help="EGTP temperature: weights softmax(H / alpha)")
 
 
 def _add_training(p: argparse.ArgumentParser, epochs: int, batch: int) -> None:
-    p.add_argument("--epochs", type=int, default=epochs)
-    p.add_argument("--batch-size", type=int, default=batch)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--bins", type=int, default=20, help="number of length bins K")
-    p.add_argument("--lam", type=float, default=0.95, help="weight of CE in lambda*CE + (1-lambda)*MSE")
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--epochs", type=positive_int, default=epochs)
+    p.add_argument("--batch-size", type=positive_int, default=batch)
+    p.add_argument("--lr", type=positive, default=1e-3)
+    p.add_argument("--bins", type=number(Range(2, integral=True)), default=20, help="number of length bins K")
+    p.add_argument("--lam", type=number(UNIT_INTERVAL), default=0.95,
+                   help="weight of CE in lambda*CE + (1-lambda)*MSE")
+    p.add_argument("--seed", type=seed, default=42)
     add_censoring_arg(p)
 
 
@@ -38,17 +51,18 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("attribution", help="entropy vs gradient importance of prompt tokens")
     _add_common(p)
     add_model_args(p)
-    p.add_argument("--attr-layer", type=int, default=None,
+    p.add_argument("--attr-layer", type=non_negative_int, default=None,
                    help="layer of the attributed states; below --layer the gradient runs through the "
                         "target's layers (needs the model), equal to --layer only through the pooling")
     p.add_argument("--heads", default="egtp,mean", help="static heads to attribute (trained by train-egtp)")
-    p.add_argument("--bootstrap", type=int, default=1000)
+    p.add_argument("--bootstrap", type=positive_int, default=1000)
     p.add_argument("--evidence", action="store_true",
                    help="the reviewer's test instead: a learned attention-pooling head (no entropy in its path) "
                         "beside the mean and EGTP heads, every importance measure x control with CIs, the "
                         "permutation null and a verdict (stored)")
-    p.add_argument("--epochs", type=int, default=60, help="attention-head training epochs (with --evidence)")
-    p.add_argument("--permutations", type=int, default=200, help="within-run entropy shuffles (with --evidence)")
+    p.add_argument("--epochs", type=positive_int, default=60, help="attention-head training epochs (with --evidence)")
+    p.add_argument("--permutations", type=positive_int, default=200,
+                   help="within-run entropy shuffles (with --evidence)")
     add_censoring_arg(p)
     p.set_defaults(func=run_attribution)
 

@@ -11,6 +11,7 @@ from analysis.outlets.speculative import DRAFT_STEPS
 from analysis.outlets.training import DRAFT_VOCAB_SIZE, VARIANTS
 from lenscope.cli import _common
 from models.drafter import LENGTH_MODES
+from models.engine import GENERATION_RANGES
 
 
 def register(subparsers) -> None:
@@ -19,34 +20,37 @@ def register(subparsers) -> None:
     _common.add_dataset_arg(p, "collected dataset to train on")
     p.add_argument("--variant", default="outlets", choices=list(VARIANTS),
                    help="outlets (joint), lp-only, sd-only, no-decoder, classification, no-gate")
-    p.add_argument("--epochs", type=int, default=6)
-    p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (the length head uses 3x)")
-    p.add_argument("--max-step", type=int, default=128, help="store predictions for steps 0..max-step")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ttt-steps", type=int, default=None,
+    p.add_argument("--epochs", type=_common.positive_int, default=6)
+    p.add_argument("--lr", type=_common.positive, default=1e-3, help="AdamW learning rate (the length head uses 3x)")
+    p.add_argument("--max-step", type=_common.non_negative_int, default=128,
+                   help="store predictions for steps 0..max-step")
+    p.add_argument("--seed", type=_common.seed, default=0)
+    p.add_argument("--ttt-steps", type=_common.positive_int, default=None,
                    help="drafting steps unrolled in training (EAGLE-3 training-time test; default 7 on CUDA, 3 on "
                         "a CPU; 1 = teacher forcing only)")
-    p.add_argument("--draft-vocab", type=int, default=DRAFT_VOCAB_SIZE,
+    p.add_argument("--draft-vocab", type=_common.non_negative_int, default=DRAFT_VOCAB_SIZE,
                    help="draft vocabulary: the most frequent target tokens of the training split (0 = all)")
     _common.add_censoring_arg(p)
     p.set_defaults(func=run_drafter)
 
     q = subparsers.add_parser("train-probe", help="train an MLP probe on one target layer (TRAIL-style baseline)")
     _common.add_dataset_arg(q)
-    q.add_argument("--layer", type=int, default=15, help="stored hidden layer to probe")
+    q.add_argument("--layer", type=_common.non_negative_int, default=15, help="stored hidden layer to probe")
     q.add_argument("--mode", default="regression", choices=LENGTH_MODES,
                    help="regression of log1p(length), or binned expected-value classification")
-    q.add_argument("--epochs", type=int, default=30)
-    q.add_argument("--max-step", type=int, default=128)
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--epochs", type=_common.positive_int, default=30)
+    q.add_argument("--max-step", type=_common.non_negative_int, default=128)
+    q.add_argument("--seed", type=_common.seed, default=0)
     _common.add_censoring_arg(q)
     q.set_defaults(func=run_probe)
 
     a = subparsers.add_parser("drafter-ablation", help="the drafter variants (OUTLETS, no-decoder, LP-only) paired "
                                                        "with probes that see what the drafter sees")
     _common.add_dataset_arg(a, "dataset whose registered drafters to compare")
-    a.add_argument("--layer", type=int, default=30, help="the last layer (pooled probe; a best-layer candidate)")
-    a.add_argument("--epochs", type=int, default=20, help="most probe epochs (the best on validation is kept)")
+    a.add_argument("--layer", type=_common.non_negative_int, default=30,
+                   help="the last layer (pooled probe; a best-layer candidate)")
+    a.add_argument("--epochs", type=_common.positive_int, default=20,
+                   help="most probe epochs (the best on validation is kept)")
     _common.add_censoring_arg(a)
     a.set_defaults(func=run_drafter_ablation)
 
@@ -55,10 +59,11 @@ def register(subparsers) -> None:
     _common.add_model_args(r)
     _common.add_dataset_arg(r, "dataset whose drafters and test-split prompts to use")
     r.add_argument("--prompts", type=_common.positive_int, default=16, help="held-out prompts to decode")
-    r.add_argument("--max-new-tokens", type=_common.positive_int, default=64)
+    r.add_argument("--max-new-tokens", type=_common.number(GENERATION_RANGES["max_new_tokens"]), default=64)
     r.add_argument("--draft-steps", type=_common.positive_int, default=DRAFT_STEPS, help="drafting horizon k")
-    r.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (output identical to plain decoding)")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--temperature", type=_common.number(GENERATION_RANGES["temperature"]), default=0.0,
+                   help="0 = greedy (output identical to plain decoding)")
+    r.add_argument("--seed", type=_common.number(GENERATION_RANGES["seed"]), default=0)
     r.set_defaults(func=run_speculative)
 
 

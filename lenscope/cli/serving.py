@@ -7,19 +7,31 @@ import argparse
 import json
 from pathlib import Path
 
-from analysis.serving.engine import BATCHING, MODES
+from analysis.serving.engine import BATCHING, CONFIG_RANGES, MODES, QPS, SHORT_QUANTILE
+from analysis.serving.predictors import CONSTANT_LENGTH, NOISE_MAE
 from analysis.serving.registry import DISPATCH_POLICIES, PREDICTORS, PREFILL_QUEUE_POLICIES, QUEUE_POLICIES
 from analysis.serving.traces import TIME_UNITS
-from lenscope.cli._common import PhaseBars, add_ray_args, output_file, ray_options
+from lenscope.cli._common import (
+    PhaseBars,
+    add_ray_args,
+    non_negative_int,
+    number,
+    numbers,
+    output_file,
+    positive_int,
+    ray_options,
+    seed,
+)
+from models.numbers import SEED
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("simulate", help="replay a request trace through a simulated serving cluster")
     add_trace_args(p)
-    p.add_argument("--qps", type=float, help="re-time arrivals as a Poisson process at this rate")
+    p.add_argument("--qps", type=number(QPS), help="re-time arrivals as a Poisson process at this rate")
     add_cluster_args(p)
     add_predictor_args(p)
-    p.add_argument("--short-quantile", type=float, default=0.5)
+    p.add_argument("--short-quantile", type=number(SHORT_QUANTILE), default=0.5)
     p.add_argument("--out", type=output_file, help="write per-request latencies (with --sweep: the table) to this CSV")
     p.add_argument("--no-cache", action="store_true", help="recompute even if the store has the result")
     add_sweep_args(p)
@@ -38,7 +50,7 @@ def register(subparsers) -> None:
     c.add_argument("--profile", type=Path, required=True, help="Splitwise-style perf model CSV")
     c.add_argument("--model", help="model name in the profile (omit to list configurations)")
     c.add_argument("--hardware")
-    c.add_argument("--tp", type=int, help="tensor parallel degree")
+    c.add_argument("--tp", type=positive_int, help="tensor parallel degree")
     c.add_argument("--out", type=output_file, help="write the fitted cost model as JSON")
     c.set_defaults(func=calibrate)
 
@@ -48,13 +60,15 @@ def add_sweep_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sweep", "--sweep simulates every point of QPS x policy x predictor x noise x seed (each "
                              "point stored once; the other options fix the rest of the cluster)")
     g.add_argument("--sweep", action="store_true", help="simulate a grid and print one table")
-    g.add_argument("--sweep-qps", default="", metavar="Q1,Q2,...", help="offered loads (Poisson arrivals)")
+    g.add_argument("--sweep-qps", type=numbers(QPS), default=[], metavar="Q1,Q2,...",
+                   help="offered loads (Poisson arrivals)")
     g.add_argument("--policies", default="rr+fcfs,rr+sjf,lb+sjf", metavar="DISPATCH+QUEUE,...")
     g.add_argument("--predictors", default="", metavar="KIND,...",
                    help="predictor kinds (default: --predictor); their parameters come from the predictor options")
-    g.add_argument("--maes", default="", metavar="M1,M2,...",
+    g.add_argument("--maes", type=numbers(NOISE_MAE), default=[], metavar="M1,M2,...",
                    help="noise levels of oracle-noise (default: --noise-mae)")
-    g.add_argument("--seeds", default="", metavar="S1,S2,...", help="seeds of arrivals and noise (default: --seed)")
+    g.add_argument("--seeds", type=numbers(SEED), default=[], metavar="S1,S2,...",
+                   help="seeds of arrivals and noise (default: --seed)")
     add_ray_args(g, "simulate the sweep's points")
 
 
@@ -71,52 +85,59 @@ def add_trace_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", choices=["test", "all"], default="test",
                    help="runs of --dataset to replay: test (default; out of sample for every trained predictor) or "
                         "all (oracle and constant predictors only)")
-    p.add_argument("--max-prompt-tokens", type=int)
-    p.add_argument("--first-n", type=int)
+    p.add_argument("--max-prompt-tokens", type=positive_int)
+    p.add_argument("--first-n", type=positive_int)
 
 
 def add_cluster_args(p: argparse.ArgumentParser, policies: bool = True) -> None:
     """Cluster shape, engine limits and policies (``SimConfig`` fields; without ``policies``, dispatch and queue are
-    left to the command)."""
+    left to the command); each number flag takes the range of its ``SimConfig`` field."""
+    def field(name: str):
+        return number(CONFIG_RANGES[name])
+
     p.add_argument("--mode", choices=MODES, default="disaggregated")
-    p.add_argument("--n-prefill", type=int, default=1)
-    p.add_argument("--n-decode", type=int, default=3)
+    p.add_argument("--n-prefill", type=field("n_prefill"), default=1)
+    p.add_argument("--n-decode", type=field("n_decode"), default=3)
     p.add_argument("--batching", choices=BATCHING, default="continuous")
-    p.add_argument("--max-batch-size", type=int, default=256)
-    p.add_argument("--kv-capacity", type=int, default=262_144, help="KV-cache tokens per decode instance")
+    p.add_argument("--max-batch-size", type=field("max_batch_size"), default=256)
+    p.add_argument("--kv-capacity", type=field("kv_capacity_tokens"), default=262_144,
+                   help="KV-cache tokens per decode instance")
     if policies:
         p.add_argument("--dispatch", choices=DISPATCH_POLICIES.names(), default="rr",
                        help=DISPATCH_POLICIES.describe())
         p.add_argument("--queue", choices=QUEUE_POLICIES.names(), default="fcfs", help=QUEUE_POLICIES.describe())
-    p.add_argument("--aging-s", type=float, help="starvation guard: serve requests waiting this long first")
-    p.add_argument("--chunk-tokens", type=int, metavar="BUDGET", help="chunked prefill: a token budget per "
-                   "iteration mixing prefill chunks and decodes (colocated mode; at least --max-batch-size)")
-    p.add_argument("--prefix-cache-tokens", type=int, metavar="TOKENS", help="prefix caching: an LRU cache of "
-                   "prompt KV blocks of this many tokens per prefilling instance, from the trace's hash_ids "
-                   "(Mooncake); --dispatch prefix routes requests to the instance caching most of their prompt")
-    p.add_argument("--hash-block-tokens", type=int, default=512, help="prompt tokens per block hash (Mooncake: 512)")
+    p.add_argument("--aging-s", type=field("aging_s"), help="starvation guard: serve requests waiting this long first")
+    p.add_argument("--chunk-tokens", type=field("chunk_tokens"), metavar="BUDGET", help="chunked prefill: a token "
+                   "budget per iteration mixing prefill chunks and decodes (colocated mode; at least "
+                   "--max-batch-size)")
+    p.add_argument("--prefix-cache-tokens", type=field("prefix_cache_tokens"), metavar="TOKENS",
+                   help="prefix caching: an LRU cache of prompt KV blocks of this many tokens per prefilling instance, "
+                        "from the trace's hash_ids (Mooncake); --dispatch prefix routes requests to the instance "
+                        "caching most of their prompt")
+    p.add_argument("--hash-block-tokens", type=field("hash_block_tokens"), default=512,
+                   help="prompt tokens per block hash (Mooncake: 512)")
     p.add_argument("--prefill-queue", choices=PREFILL_QUEUE_POLICIES.names(), default="fcfs",
                    help="order of the prefill instances' queue (disaggregated mode): "
                         + PREFILL_QUEUE_POLICIES.describe())
     p.add_argument("--preemptive", action="store_true", help="the decode queue policy preempts running requests "
                    "for waiting ones with a smaller key (preemptive SRPT with --queue srpt)")
-    p.add_argument("--preempt-limit", type=float, metavar="C", help="TRAIL guard: preempt a request only while it "
-                   "has generated fewer than C x its initial predicted length (with --preemptive)")
-    p.add_argument("--max-preemptions", type=int, metavar="N", help="preempt a request at most N times "
-                   "(with --preemptive)")
+    p.add_argument("--preempt-limit", type=field("preempt_limit"), metavar="C", help="TRAIL guard: preempt a request "
+                   "only while it has generated fewer than C x its initial predicted length (with --preemptive)")
+    p.add_argument("--max-preemptions", type=field("max_preemptions"), metavar="N",
+                   help="preempt a request at most N times (with --preemptive)")
 
 
 def add_predictor_args(p: argparse.ArgumentParser) -> None:
     """The predictor the policies see, the cost model and the seed."""
     p.add_argument("--predictor", choices=PREDICTORS.names(), default="oracle", help=PREDICTORS.describe())
-    p.add_argument("--noise-mae", type=float, default=50.0)
-    p.add_argument("--constant", type=float, default=256.0)
-    p.add_argument("--predictor-id", type=int, help="trained predictor id (with --predictor stored)")
+    p.add_argument("--noise-mae", type=number(NOISE_MAE), default=50.0)
+    p.add_argument("--constant", type=number(CONSTANT_LENGTH), default=256.0)
+    p.add_argument("--predictor-id", type=non_negative_int, help="trained predictor id (with --predictor stored)")
     p.add_argument("--predictions", type=Path, help="an external predictor's (true length, prediction) file (with "
                    "--predictor empirical: predictions drawn from it conditionally on the true length)")
     _add_predictions_args(p)
     p.add_argument("--cost-json", type=Path, help="cost model from `lenscope calibrate-cost --out`")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
 
 
 def _add_predictions_args(parser: argparse.ArgumentParser) -> None:
@@ -170,10 +191,17 @@ def trace_from(args: argparse.Namespace, store):
 
 
 def cost_from(args: argparse.Namespace):
-    """The cost model of ``--cost-json`` (the default one without)."""
+    """The cost model of ``--cost-json`` (the default one without); a coefficient out of range is named with the
+    file (``costs.json: prefill.a must be a finite number >= 0, not -1``)."""
     from analysis.serving.cost_model import DEFAULT_COST, CostModel
 
-    return CostModel.from_dict(json.loads(args.cost_json.read_text())) if args.cost_json else DEFAULT_COST
+    if not args.cost_json:
+        return DEFAULT_COST
+    data = json.loads(args.cost_json.read_text())
+    try:
+        return CostModel.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"--cost-json {args.cost_json}: {exc}") from None
 
 
 def config_from(args: argparse.Namespace):
@@ -208,13 +236,12 @@ def spec_from(args: argparse.Namespace, store):
                          predictions=predictions)
 
 
-def run_sweep(args: argparse.Namespace, store) -> int:
-    """``simulate --sweep``: the grid's table (and ``--out`` CSV)."""
+def run_sweep(args: argparse.Namespace, store, config) -> int:
+    """``simulate --sweep``: the grid's table (and ``--out`` CSV) around the cluster ``config``."""
     from dataclasses import replace
 
     from lenscope.jobs.grid_sweep import SweepGrid, grid_outcomes, grid_table
-    from lenscope.jobs.qps_sweep import parse_policies, parse_qps
-    from lenscope.jobs.serving import parse_maes
+    from lenscope.jobs.qps_sweep import parse_policies
 
     if not args.sweep_qps:
         raise ValueError("--sweep needs --sweep-qps Q1,Q2,... (the loads to simulate)")
@@ -225,13 +252,12 @@ def run_sweep(args: argparse.Namespace, store) -> int:
     unknown = sorted(set(kinds) - set(PREDICTORS.names()))
     if unknown:
         raise ValueError(f"unknown predictor(s) {', '.join(unknown)}; choose from {', '.join(PREDICTORS.names())}")
-    seeds = [int(x) for x in args.seeds.split(",") if x.strip()] if args.seeds else [args.seed]
-    grid = SweepGrid(qps=tuple(parse_qps(args.sweep_qps)), policies=tuple(parse_policies(args.policies)),
+    grid = SweepGrid(qps=tuple(sorted(set(args.sweep_qps))), policies=tuple(parse_policies(args.policies)),
                      predictors=tuple(replace(spec, kind=k, mae=0.0) for k in kinds),
-                     maes=tuple(parse_maes(args.maes)) if args.maes else (args.noise_mae,), seeds=tuple(seeds))
+                     maes=tuple(args.maes or (args.noise_mae,)), seeds=tuple(args.seeds or (args.seed,)))
     bars = PhaseBars()
     try:
-        outcomes = grid_outcomes(store, trace, config_from(args), grid, args.short_quantile, ray_options(args), bars)
+        outcomes = grid_outcomes(store, trace, config, grid, args.short_quantile, ray_options(args), bars)
     finally:
         bars.close()
     table = grid_table(grid, outcomes)
@@ -247,12 +273,12 @@ def run(args: argparse.Namespace) -> int:
     from cache.store import Store
     from lenscope.jobs.serving import run_simulation
 
+    config = config_from(args)  # (a bad --cost-json or cluster is refused before the store or trace is opened)
     store = Store()
     if args.sweep:
-        return run_sweep(args, store)
+        return run_sweep(args, store, config)
     trace = trace_from(args, store)
     spec = spec_from(args, store)
-    config = config_from(args)
     bars = PhaseBars()
     try:
         outcome = run_simulation(store, trace, spec, config, args.short_quantile, on_progress=bars,

@@ -6,8 +6,18 @@ from __future__ import annotations
 
 import argparse
 
+from analysis.serving.engine import QPS, SHORT_QUANTILE
 from analysis.serving.traces import WORKLOADS
-from lenscope.cli._common import PhaseBars, add_ray_args, output_file, ray_options
+from lenscope.cli._common import (
+    PhaseBars,
+    add_ray_args,
+    non_negative_int,
+    number,
+    numbers,
+    output_file,
+    positive_int,
+    ray_options,
+)
 from lenscope.cli.serving import (
     add_cluster_args,
     add_predictor_args,
@@ -25,11 +35,11 @@ def register(subparsers) -> None:
     add_trace_args(p)
     p.add_argument("--policies", default="rr+fcfs,rr+sjf,lb+sjf", help="comma-separated DISPATCH+QUEUE pairs "
                    "(default rr+fcfs,rr+sjf,lb+sjf); the other cluster options apply to all")
-    p.add_argument("--qps-values", metavar="Q1,Q2,...", help="offered loads (default: 0.25 to 1.5 times the "
-                   "cluster's estimated capacity for this trace)")
+    p.add_argument("--qps-values", type=numbers(QPS), metavar="Q1,Q2,...", help="offered loads (default: 0.25 to "
+                   "1.5 times the cluster's estimated capacity for this trace)")
     add_cluster_args(p, policies=False)
     add_predictor_args(p)
-    p.add_argument("--short-quantile", type=float, default=0.5)
+    p.add_argument("--short-quantile", type=number(SHORT_QUANTILE), default=0.5)
     p.add_argument("--out", type=output_file, help="write the sweep table to this CSV")
     add_ray_args(p, "simulate the sweep's points")
     p.set_defaults(func=run, qps=None, dispatch="rr", queue="fcfs")
@@ -38,16 +48,16 @@ def register(subparsers) -> None:
                               "3 decode instances, short prompts (and long outputs), over seeds with 95%% t "
                               "intervals, with the oracle and a constant predictor as references")
     add_trace_args(o)
-    o.add_argument("--requests", type=int, default=1914, help="requests drawn from the trace (default 1914)")
-    o.add_argument("--qps", type=float, help="offered load (default: 4x the cluster's estimated capacity)")
-    o.add_argument("--seeds", type=int, help="seeds 0..N-1, each a new bootstrap pool of the trace's requests, "
-                   "draw, arrivals and predictor noise (default: the preset's 20)")
-    o.add_argument("--min-output-tokens", type=int, default=100, help="keep outputs of at least this many tokens "
-                   "(default 100; 0 keeps all)")
+    o.add_argument("--requests", type=positive_int, default=1914, help="requests drawn from the trace (default 1914)")
+    o.add_argument("--qps", type=number(QPS), help="offered load (default: 4x the cluster's estimated capacity)")
+    o.add_argument("--seeds", type=positive_int, help="seeds 0..N-1, each a new bootstrap pool of the trace's "
+                   "requests, draw, arrivals and predictor noise (default: the preset's 20)")
+    o.add_argument("--min-output-tokens", type=non_negative_int, default=100, help="keep outputs of at least this "
+                   "many tokens (default 100; 0 keeps all)")
     o.add_argument("--workload", choices=WORKLOADS, default="uniform", help="draw the requests uniformly, or "
                    "decode-bound: in proportion to their output length (default uniform)")
     add_predictor_args(o)
-    o.add_argument("--short-quantile", type=float, default=0.5)
+    o.add_argument("--short-quantile", type=number(SHORT_QUANTILE), default=0.5)
     o.set_defaults(func=run_preset)
 
 
@@ -58,19 +68,19 @@ def run(args: argparse.Namespace) -> int:
         SATURATION_SERVED,
         default_qps,
         parse_policies,
-        parse_qps,
         qps_sweep,
         saturation_points,
         saturation_text,
     )
 
+    base = config_from(args)  # (a bad --cost-json or cluster is refused before the store or trace is opened)
+    policies = parse_policies(args.policies)
     store = Store()
     if args.dataset:
         args.qps = 1.0  # the app's runs get arrivals here; every sweep point re-times them
     trace = trace_from(args, store)
-    spec, base = spec_from(args, store), config_from(args)
-    policies = parse_policies(args.policies)
-    qps_values = parse_qps(args.qps_values) if args.qps_values else default_qps(trace, base)
+    spec = spec_from(args, store)
+    qps_values = sorted(set(args.qps_values)) if args.qps_values else default_qps(trace, base)
     bars = PhaseBars()
     try:
         sweep = qps_sweep(store, trace, spec, base, policies, qps_values, args.seed, args.short_quantile, bars,
@@ -103,8 +113,7 @@ def run_preset(args: argparse.Namespace) -> int:
     )
 
     seeds = PRESET_SEEDS if args.seeds is None else args.seeds
-    if seeds < 1:
-        raise ValueError("--seeds must be at least 1")
+    config = SimConfig(cost=cost_from(args), seed=args.seed)  # (checked before the store or trace is opened)
     store = Store()
     qps, args.qps = args.qps, 1.0 if args.dataset else None  # the trace's own arrivals are replaced anyway
     trace = trace_from(args, store)
@@ -118,7 +127,7 @@ def run_preset(args: argparse.Namespace) -> int:
         source = "the median output length of the trace"
     bars = PhaseBars()
     try:
-        preset = outlets_preset(store, trace, spec, SimConfig(cost=cost_from(args), seed=args.seed), args.requests, qps,
+        preset = outlets_preset(store, trace, spec, config, args.requests, qps,
                                 args.short_quantile, bars, seeds, args.min_output_tokens or None, args.workload,
                                 constant)
     finally:

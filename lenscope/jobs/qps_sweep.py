@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.core.progress import Progress, no_progress
-from analysis.serving.engine import SimConfig
+from analysis.serving.engine import QPS, SimConfig
 from analysis.serving.metrics import backlog_growth, served_fraction
 from analysis.serving.registry import DISPATCH_POLICIES, QUEUE_POLICIES
 from analysis.serving.traces import poisson_retime
@@ -45,13 +45,13 @@ def parse_policies(text: str) -> list[tuple[str, str]]:
 
 
 def parse_qps(text: str) -> list[float]:
-    """Positive QPS values from comma-separated numbers, sorted."""
+    """Positive QPS values from comma-separated numbers, sorted (NaN, infinite or non-positive ones refused)."""
     try:
-        values = sorted({float(x) for x in text.split(",") if x.strip()})
+        values = sorted({float(q) for q in QPS.parse_list(text)})
     except ValueError as exc:
-        raise ValueError(f"QPS values must be comma-separated numbers, not {text!r}") from exc
-    if not values or values[0] <= 0:
-        raise ValueError("give at least one QPS value, all positive")
+        raise ValueError(f"QPS values: {exc}") from None
+    if not values:
+        raise ValueError("give at least one QPS value")
     return values
 
 

@@ -16,10 +16,10 @@ from analysis.core.metrics import ci_text
 from analysis.core.progress import Progress, no_progress
 from analysis.results.leaderboard import constant_predictions
 from analysis.serving.cost_model import DEFAULT_COST, Calibration, fit_cost_model, profile_configs
-from analysis.serving.engine import BATCHING, MODES, SimConfig, simulate
+from analysis.serving.engine import BATCHING, MODES, QPS, SimConfig, simulate
 from analysis.serving.external_predictions import predictions_format
 from analysis.serving.metrics import instance_load, relative_change, request_latencies, summarize, t_interval
-from analysis.serving.predictors import EMPIRICAL_BUCKETS
+from analysis.serving.predictors import CONSTANT_LENGTH, EMPIRICAL_BUCKETS, NOISE_MAE
 from analysis.serving.registry import (
     DISPATCH_POLICIES,
     PREDICTORS,
@@ -46,6 +46,7 @@ from cache.settings import REPO_ROOT
 from cache.store import Store
 from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.external_predictions import ImportedPredictions, import_predictions, stored_pairs
+from models.numbers import NON_NEGATIVE_INT, POSITIVE_INT, SEED, check_fields
 
 __all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
     "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "EMPIRICAL_BUCKETS", "ImportedPredictions", "MODES",
@@ -88,6 +89,10 @@ class PredictorSpec:
     seed: int = 0
     update_every: int = 32
     predictions: str | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, {"mae": NOISE_MAE, "constant": CONSTANT_LENGTH, "predictor_id": NON_NEGATIVE_INT,
+                            "seed": SEED, "update_every": POSITIVE_INT})
 
     def label(self) -> str:
         return {"oracle": "oracle", "oracle-noise": f"oracle+noise (MAE {self.mae:g})",
@@ -149,6 +154,7 @@ def dataset_trace(store: Store, dataset: str, qps: float, seed: int = 0, split: 
                   include_censored: bool = False) -> pd.DataFrame:
     """Trace of a dataset's uncensored runs (true lengths), Poisson arrivals at ``qps``; ``split`` "test"
     keeps the runs every trained predictor saw out of sample, None keeps all (for oracle or constant)."""
+    QPS.check("qps", qps)
     runs = dataset_runs(store, dataset, include_censored)
     if split is not None:
         runs = runs[runs["split"] == split]
@@ -401,12 +407,12 @@ def short_p99_change(baseline: Outcome, other: Outcome) -> float:
 def parse_maes(text: str) -> list[float]:
     """Noise levels from comma-separated numbers (a clear error otherwise)."""
     try:
-        maes = [float(x) for x in text.split(",") if x.strip()]
+        maes = NOISE_MAE.parse_list(text)
     except ValueError as exc:
-        raise ValueError(f"MAE values must be comma-separated numbers, not {text!r}") from exc
-    if not maes or min(maes) < 0:
-        raise ValueError("give at least one MAE value, none negative")
-    return maes
+        raise ValueError(f"MAE values: {exc}") from None
+    if not maes:
+        raise ValueError("give at least one MAE value")
+    return [float(m) for m in maes]
 
 
 def noise_sweep(store: Store, trace: pd.DataFrame, config: SimConfig, maes: list[float], seed: int = 0,

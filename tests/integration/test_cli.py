@@ -47,8 +47,8 @@ def test_bad_arguments_fail_before_any_work(data_dir, tmp_path, capsys, monkeypa
 
     monkeypatch.setattr("lenscope.cli.collect.load_target", lambda args: pytest.fail("loaded the model"))
     for argv, message in [
-        (["collect", "--max-new-tokens", "0"], "argument --max-new-tokens: must be at least 1, not 0"),
-        (["collect", "--n", "x"], "argument --n: expected an integer, not 'x'"),
+        (["collect", "--max-new-tokens", "0"], "argument --max-new-tokens: expected an integer >= 1, not '0'"),
+        (["collect", "--n", "x"], "argument --n: expected an integer >= 1, not 'x'"),
         (["simulate", "--trace", "t.csv", "--out", str(tmp_path / "missing" / "out.csv")],
          f"argument --out: folder '{tmp_path / 'missing'}' does not exist"),
         (["report", "--out", str(tmp_path)], "is a folder; give a file name"),
