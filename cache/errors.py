@@ -20,8 +20,16 @@ class StoreUnavailableError(StoreError):
     """The database is locked by another writer for too long, cannot be reached, or cannot be written."""
 
 
+class StoreReadOnlyError(StoreUnavailableError):
+    """A write to a store opened read-only (its file or folder is not writable, or its URL says ``mode=ro``)."""
+
+
 class NotAStoreError(StoreError):
     """The database URL or file is not a lenscope store."""
+
+
+class DatasetModelError(StoreError):
+    """A collection into a dataset that holds runs of another model."""
 
 
 class DamagedRunError(StoreError):
@@ -43,10 +51,31 @@ def _where(url: str) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
+def store_location(url: str) -> str:
+    """Where a store is, for messages: the SQLite file's path, else the URL without its password."""
+    path = _sqlite_path(url)
+    if path is not None and not str(path).startswith("file:"):
+        return str(path)
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def not_writable(path: Path) -> str | None:
+    """Why this process cannot write the database file ``path`` (the file, or the folder SQLite keeps its
+    journal in), or None when it can. Root ignores permission bits: ``os.access`` still says no on a read-only
+    file system."""
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is not writable"
+    if path.parent.exists() and not os.access(path.parent, os.W_OK):
+        return "its folder is not writable"
+    return None
+
+
 def _read_only(path: Path) -> bool:
     """The database file or its directory cannot be written by this process."""
-    folder = path.parent
-    return (path.exists() and not os.access(path, os.W_OK)) or (folder.exists() and not os.access(folder, os.W_OK))
+    return not_writable(path) is not None
 
 
 def store_error(url: str, exc: SQLAlchemyError | ImportError) -> StoreError:

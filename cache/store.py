@@ -9,15 +9,24 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 import torch
 from sqlalchemy import create_engine, delete, event, func, select
-from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DatabaseError, IntegrityError, SQLAlchemyError
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from cache.errors import DamagedRunError, StoreUnavailableError, store_error
+from cache.errors import (
+    DamagedRunError,
+    DatasetModelError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+    not_writable,
+    store_error,
+    store_location,
+)
 from cache.migrations import migrate
 from cache.schema import (
     Dataset,
@@ -93,35 +102,119 @@ class DamagedRun:
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    """Per-connection settings; none writes to the file (WAL mode, which does, is set by :func:`migrate` once the
+    database is known to be a lenscope store)."""
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout={int(os.environ.get('LENSCOPE_DB_BUSY_TIMEOUT_MS', '30000'))}")
-    cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
+
+
+def _sqlite_read_only_pragmas(dbapi_conn, record) -> None:
+    _sqlite_pragmas(dbapi_conn, record)
+    dbapi_conn.execute("PRAGMA query_only=ON")
+
+
+def _plain_sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///PATH`` URL (not a ``file:`` URI, not in memory), else None."""
+    if not url.startswith("sqlite:///") or "?" in url:
+        return None
+    path = url.removeprefix("sqlite:///")
+    return None if path in ("", ":memory:") or path.startswith("file:") else Path(path)
+
+
+def _read_only_url(path: Path) -> URL:
+    """A URL opening the SQLite file ``path`` read-only. In a folder this process cannot write, SQLite cannot
+    create the WAL index it needs to read a WAL database, so the file is opened ``immutable`` (nothing can be
+    writing it from there) unless a ``-wal`` file beside it says a writer has or had it open (its pages may be
+    part of the data)."""
+    query = {"mode": "ro", "uri": "true"}
+    if not os.access(path.parent, os.W_OK) and not path.with_name(path.name + "-wal").exists():
+        query["immutable"] = "1"
+    return URL.create("sqlite", database=f"file:{quote(str(path.resolve()))}", query=query)
+
+
+def _read_only_reason(url: str) -> str | None:
+    """Why the store at ``url`` is to be opened read-only (None: it is writable, or not a SQLite file)."""
+    path = _plain_sqlite_path(url)
+    if path is not None:
+        return not_writable(path) if path.exists() else None
+    if url.startswith("sqlite:"):
+        try:
+            query = make_url(url).query
+        except ArgumentError:  # a malformed URL fails with its own message when the engine is made
+            return None
+        if query.get("mode") == "ro" or query.get("immutable") == "1":
+            return "its URL opens it read-only"
+    return None
+
+
+def _model_labels(first: tuple, second: tuple) -> tuple[str, str]:
+    """How to tell two models apart in a message, from (key, source spec, info) of each: the spec, with the dtype
+    when both have one spec, and the key when that is the same too."""
+    labels = [first[1], second[1]]
+    if labels[0] == labels[1]:
+        labels = [f"{spec} ({(info or {}).get('dtype', 'float32')})" for _, spec, info in (first, second)]
+    if labels[0] == labels[1]:
+        labels = [f"{label}, model key {key[:12]}" for label, (key, _, _) in zip(labels, (first, second))]
+    return labels[0], labels[1]
 
 
 class Store:
     """The lenscope store: one SQLAlchemy database plus a content-addressed tensor directory."""
 
     def __init__(self, url: str | None = None, tensor_dir: Path | None = None) -> None:
+        """Open the store at ``url`` (default: the settings'), creating it in an empty database. A database of
+        another application is refused (:class:`cache.errors.NotAStoreError`) with nothing written to it; a
+        SQLite file this process cannot write opens read-only (:attr:`read_only_reason`): reading works, a write
+        raises :class:`cache.errors.StoreReadOnlyError`."""
         settings = get_settings()
         self.url = url or settings.db_url
-        if self.url.startswith("sqlite:///"):
+        self.read_only_reason = _read_only_reason(self.url)
+        path = _plain_sqlite_path(self.url)
+        if self.url.startswith("sqlite:///") and self.read_only_reason is None:
             folder = Path(self.url.removeprefix("sqlite:///")).parent
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreUnavailableError(f"cannot create the data directory {folder} ({exc.strerror}); point "
                                             "LENSCOPE_DATA_DIR at a writable directory") from exc
+        engine_url = _read_only_url(path) if self.read_only_reason and path is not None else self.url
+        self.engine: Engine | None = None
         try:
-            self.engine: Engine = create_engine(self.url)
+            self.engine = create_engine(engine_url)
             if self.engine.dialect.name == "sqlite":
-                event.listen(self.engine, "connect", _sqlite_pragmas)
-            self.migrations = migrate(self.engine)
+                event.listen(self.engine, "connect",
+                             _sqlite_read_only_pragmas if self.read_only_reason else _sqlite_pragmas)
+            self.migrations = migrate(self.engine, store_location(self.url), read_only=self.read_only)
         except (SQLAlchemyError, ImportError) as exc:  # ImportError: the URL's database driver is missing
+            self._dispose()
             raise store_error(self.url, exc) from exc
+        except BaseException:  # not a store, a newer schema, read-only and older: the file is let go at once
+            self._dispose()
+            raise
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.tensors = TensorStore(tensor_dir or settings.tensor_dir)
+
+    def _dispose(self) -> None:
+        if self.engine is not None:
+            self.engine.dispose()
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the store was opened read-only (see :attr:`read_only_reason`)."""
+        return self.read_only_reason is not None
+
+    def require_writable(self, what: str) -> None:
+        """Raise :class:`cache.errors.StoreReadOnlyError` (one line naming the store) before ``what`` writes to
+        a store opened read-only."""
+        if self.read_only_reason is not None:
+            raise self._read_only_error(what)
+
+    def _read_only_error(self, what: str) -> StoreReadOnlyError:
+        return StoreReadOnlyError(
+            f"the store {store_location(self.url)} is read-only ({self.read_only_reason}): {what} writes to it; "
+            "make it writable or point LENSCOPE_DATA_DIR at a writable folder (reading commands work as it is)")
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -136,6 +229,8 @@ class Store:
         except IntegrityError:
             raise
         except DatabaseError as exc:
+            if self.read_only and "readonly" in str(exc).lower().replace("read-only", "readonly"):
+                raise self._read_only_error("this command") from exc
             raise store_error(self.url, exc) from exc
 
     # models and prompts -------------------------------------------------------------------
@@ -219,6 +314,7 @@ class Store:
         """Store generations in one transaction (metadata row + one tensor file per run); returns their run
         ids in order. A run already stored under the same key keeps its id, also when another client
         stores it at the same moment; a damaged one is rewritten in place with the new generation."""
+        self.require_writable("storing runs")
         model_id = self.ensure_model(target)
         rows = []
         for new in runs:
@@ -271,6 +367,8 @@ class Store:
         try:
             t = self.tensors.get(run.features_hash, None if layers is None else hidden_key_filter(layers))
         except DamagedTensorError as exc:
+            if self.read_only:  # reading goes on; marking it waits for write access
+                raise DamagedRunError(f"run {run_id}'s {exc} (the store is read-only: nothing was marked)") from exc
             self.mark_damaged(exc.digest)
             raise DamagedRunError(f"run {run_id}'s {exc}; the run is marked for regeneration: generate it again "
                                   "(Token entropy page, or the collection that made it) or run "
@@ -316,10 +414,34 @@ class Store:
                             columns=[c.name for c in cols] + (["scenario"] if dataset else []))
 
     # datasets --------------------------------------------------------------------------------
-    def ensure_dataset(self, name: str, model_id: int, config: dict) -> int:
-        """Id of dataset ``name`` (created on first use; its config is kept from creation)."""
+    def ensure_dataset(self, name: str, model: int | TargetModel, config: dict) -> int:
+        """Id of dataset ``name`` to store runs of ``model`` (a :class:`TargetModel`, or the id of its row) in,
+        created on first use; its config is kept from creation. A dataset holds the runs of one model: one of
+        another model raises :class:`cache.errors.DatasetModelError` naming both, before anything is written (a
+        target's model row included), as does a read-only store."""
+        self.check_dataset(name, model)
+        model_id = model if isinstance(model, int) else self.ensure_model(model)
         return self._get_or_create(Dataset, Dataset.name == name,
                                    lambda: Dataset(name=name, model_id=model_id, config=config))
+
+    def check_dataset(self, name: str, model: int | TargetModel) -> None:
+        """Raise before a collection of ``model`` (a target, or its row id) into dataset ``name`` writes anything
+        when it cannot: :class:`cache.errors.DatasetModelError` when the dataset holds runs of another model,
+        :class:`cache.errors.StoreReadOnlyError` when the store is read-only."""
+        self.require_writable(f"collecting into dataset {name!r}")
+        with self.session() as s:
+            held = s.execute(select(ModelRecord.key, ModelRecord.source, ModelRecord.info)
+                             .join(Dataset, Dataset.model_id == ModelRecord.id).where(Dataset.name == name)).first()
+            if held is not None:
+                if isinstance(model, int):
+                    wanted = s.execute(select(ModelRecord.key, ModelRecord.source, ModelRecord.info)
+                                       .where(ModelRecord.id == model)).first()
+                else:
+                    wanted = (model.key, model.source.spec, {"dtype": model.dtype})
+                if wanted is not None and wanted[0] != held[0]:
+                    first, second = _model_labels(held, wanted)
+                    raise DatasetModelError(f"dataset {name!r} holds runs of {first}; this collection uses {second}: "
+                                            "collect into another dataset (--dataset NAME)")
 
     def dataset_id(self, name: str) -> int | None:
         """Id of dataset ``name``, or None when there is no such dataset."""
@@ -466,7 +588,8 @@ class Store:
     def memo_tensors(self, kind: str, name: str, config: dict,
                      compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Tensors computed once per (kind, config) and kept in the tensor store: ``compute()`` runs on the first
-        call, and again only when the kept file is missing or damaged."""
+        call, and again only when the kept file is missing or damaged (or on every call, keeping nothing, in a
+        read-only store)."""
         cached = self.get_result(kind, config)
         if cached is not None:
             try:
@@ -474,6 +597,8 @@ class Store:
             except DamagedTensorError:  # recomputed and rewritten below
                 pass
         tensors = compute()
+        if self.read_only:
+            return tensors
         digest, _ = self.tensors.put(tensors)
         self.put_result(kind, name, config, {"hash": digest})
         return tensors

@@ -110,7 +110,8 @@ def collect_requests(
     """
     layers = target.check_layers(layers)
     new_dataset = store.dataset_id(name) is None
-    dataset_id = store.ensure_dataset(name, store.ensure_model(target), {**config, "layers": layers})
+    # Before any generation: a dataset of another model, or a read-only store, fails here with one line.
+    dataset_id = store.ensure_dataset(name, target, {**config, "layers": layers})
     try:
         if ray is None:
             generate = BatchedEngine(target, layers, batch_size=batch_size, features=features).run

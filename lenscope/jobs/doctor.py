@@ -59,7 +59,11 @@ def _group(run: DamagedRun) -> tuple[str, str, str, tuple[int, ...]]:
 def doctor(store: Store, fix: bool = False, regenerate: bool = True, load: ModelLoader = TargetModel.load,
            on_progress: Progress = no_progress) -> tuple[StoreCheck, list[str]]:
     """Check ``store``; with ``fix``, repair it (and, with ``regenerate``, generate damaged runs again).
-    Returns the check made before repairing and what was done."""
+    Returns the check made before repairing and what was done. ``fix`` on a read-only store fails at once
+    (:class:`cache.errors.StoreReadOnlyError`); a database that is no lenscope store never gets here: opening it
+    as a :class:`Store` refuses it."""
+    if fix:
+        store.require_writable("doctor --fix")
     check = check_store(store, on_progress)
     if not fix:
         return check, []

@@ -129,7 +129,7 @@ def import_records(store: Store, target: TargetModel, source: str, header: dict,
     todo = [r for r, key in zip(records, keys) if key not in found]
     config = {"imported_from": source, "layers": layers,
               **({"censored_not_imported": censored_left_out} if censored_left_out else {})}
-    dataset_id = store.ensure_dataset(dataset, store.ensure_model(target), config)
+    dataset_id = store.ensure_dataset(dataset, target, config)  # refuses a dataset of another model
     for run_id, record in zip((found.get(k) for k in keys), records):
         if run_id is not None:
             store.add_to_dataset(dataset_id, run_id, record["scenario"])

@@ -28,6 +28,7 @@ class StoreCheck:
     orphans: list[Path] = field(default_factory=list)  # tensor files nothing refers to
     temp_files: list[Path] = field(default_factory=list)  # left by a process killed mid-write
     missing_artifacts: list[str] = field(default_factory=list)  # predictors whose saved weights are gone
+    read_only: str | None = None  # why the store was opened read-only (checked, not repairable), None if writable
 
     @property
     def healthy(self) -> bool:
@@ -49,7 +50,10 @@ class StoreCheck:
             found.append(f"{len(self.temp_files)} temporary file(s) left by an interrupted write")
         found += [f"predictor {name}: its saved weights are missing (train it again)"
                   for name in self.missing_artifacts]
-        return found or ["the store is healthy"]
+        found = found or ["the store is healthy"]
+        if self.read_only:
+            found.append(f"opened read-only ({self.read_only}): checked only; --fix needs write access")
+        return found
 
 
 def _integrity(store: Store) -> list[str]:
@@ -70,7 +74,7 @@ def _cached_hashes(store: Store) -> set[str]:
 
 def check_store(store: Store, on_progress: Progress = no_progress, grace_s: float = GRACE_S) -> StoreCheck:
     """Verify the database and every tensor file against its hash; ``on_progress`` counts files checked."""
-    check = StoreCheck(integrity=_integrity(store))
+    check = StoreCheck(integrity=_integrity(store), read_only=store.read_only_reason)
     with store.session() as s:
         runs = s.execute(select(Run.id, Run.features_hash, Run.damaged)).all()
         artifacts = s.execute(select(Predictor.name, Predictor.artifact_path)).all()
