@@ -145,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         prompts = build_scenario(args.scenario, args.n, args.seed, args.max_prompt_chars,
                                  lambda text: len(target.tokenizer(text)["input_ids"]), budget)
     store = Store()
+    store.check_dataset(args.dataset, target)  # a dataset of another model, a read-only store: one line, no bar
     settings = GenerationSettings(args.max_new_tokens, temperature, args.top_p, args.seed, args.system_prompt)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` (and background jobs, which ignore SIGINT) keep finished runs
     with progress_bar(len(prompts) * samples, f"collect {args.dataset}") as bar:
