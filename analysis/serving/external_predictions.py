@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.core.metrics import Estimate, bootstrap_kendall_tau, bootstrap_mae, ci_text, kendall_tau, mae
+from analysis.core.safe_files import column_list
 from analysis.serving.length_buckets import bucket_labels, bucket_of, quantile_edges
 from analysis.serving.traces import (
     MAX_ROWS,
@@ -26,6 +27,7 @@ from analysis.serving.traces import (
     MAX_UPLOAD_BYTES,
     Source,
     line_list,
+    named_errors,
     predicted_lengths,
     read_trace_table,
     token_counts,
@@ -128,11 +130,11 @@ class PredictionPairs:
 
 def _column(columns, named: str | None, candidates: tuple[str, ...], role: str, key: str) -> str:
     if named is not None and named not in columns:
-        raise ValueError(f"the predictions file has no column {named!r}; its columns are {list(columns)}")
+        raise ValueError(f"the predictions file has no column {named!r}; its columns are {column_list(columns)}")
     found = named or next((c for c in candidates if c in columns), None)
     if found is None:
         raise ValueError(f"the predictions file has no {role} column (one of {', '.join(candidates)}); its columns "
-                         f"are {list(columns)}: rename one, or name it with `--prediction-columns {key}=COL`")
+                         f"are {column_list(columns)}: rename one, or name it with `--prediction-columns {key}=COL`")
     return found
 
 
@@ -165,10 +167,15 @@ def parse_predictions(raw: pd.DataFrame, fmt: PredictionsFormat = PredictionsFor
 
 
 def load_predictions_file(source: Source, fmt: PredictionsFormat = PredictionsFormat(),
-                          max_bytes: int | None = MAX_UPLOAD_BYTES, max_rows: int | None = MAX_ROWS) -> PredictionPairs:
+                          max_bytes: int | None = MAX_UPLOAD_BYTES, max_rows: int | None = MAX_ROWS,
+                          name: str | None = None) -> PredictionPairs:
     """Read and check a predictions file (path, bytes or binary file): by default within the upload limits of
-    traces, :data:`MAX_UPLOAD_BYTES` and :data:`MAX_ROWS` rows (None: no limit)."""
-    return parse_predictions(read_trace_table(source, max_bytes, max_rows, "predictions"), fmt)
+    traces, :data:`MAX_UPLOAD_BYTES` and :data:`MAX_ROWS` rows (None: no row limit, and bytes in memory unbounded;
+    a path always within :func:`analysis.core.safe_files.disk_limit`), and always within the bounds of
+    :mod:`analysis.core.safe_files` on lines, columns, JSON nesting and integer digits. ``name`` names the file in
+    messages (default: its path)."""
+    raw = read_trace_table(source, max_bytes, max_rows, "predictions", name)
+    return named_errors(source, "predictions", name, parse_predictions, raw, fmt)
 
 
 def confusion_table(pairs: PredictionPairs) -> pd.DataFrame:

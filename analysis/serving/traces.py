@@ -14,13 +14,28 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
+
+from analysis.core.safe_files import (
+    MAX_COLUMNS,
+    MAX_LINE_BYTES,
+    LimitError,
+    check_csv_header,
+    check_lines,
+    column_list,
+    disk_limit,
+    label,
+    load_json,
+    read_bounded,
+    read_csv_bounded,
+    regular_file,
+)
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 MAX_ROWS = 200_000
@@ -73,13 +88,14 @@ FORMATS = {
 
 
 class UnknownTraceFormat(ValueError):
-    """The columns match no known format; ``columns`` are the file's, for a column mapping."""
+    """The columns match no known format; ``columns`` are the file's, for a column mapping. ``name`` (how messages
+    name the file) leads the message when given."""
 
-    def __init__(self, columns) -> None:
+    def __init__(self, columns, name: str | None = None) -> None:
         self.columns = list(columns)
         expected = "; ".join(f"{n}: {f.arrival}, {f.prompt}, {f.output}" for n, f in FORMATS.items())
-        super().__init__(f"unknown trace columns {self.columns}; expected one of {expected}, or give a "
-                         "column mapping")
+        super().__init__(f"{name + ': ' if name else ''}unknown trace columns {column_list(self.columns)}; expected "
+                         f"one of {expected}, or give a column mapping")
 
 
 def column_mapping(text: str, time_unit: str = "s") -> TraceFormat:
@@ -105,60 +121,94 @@ def line_list(mask: pd.Series) -> str:
     return f"{shown}{' ...' if len(lines) > 20 else ''} ({len(lines)} rows)"
 
 
-def read_bytes(source: Source, max_bytes: int | None = MAX_UPLOAD_BYTES, what: str = "trace") -> bytes:
-    """The file's bytes, refused above ``max_bytes`` (a path's size is checked before reading it; None: no limit);
-    ``what`` names the kind of file in messages."""
+def _name(source: Source, what: str, name: str | None) -> str:
+    """How messages name the file: its given name, else its path, else "the trace file"."""
+    if name is not None:
+        return label(name, f"{what} file")
+    return label(source if isinstance(source, (str, Path)) else None, f"{what} file")
+
+
+def named_errors(source: Source, what: str, name: str | None, parse, *args):
+    """``parse(*args)``, its ValueErrors led by the file's name when it has one (a path, or ``name``)."""
+    try:
+        return parse(*args)
+    except ValueError as exc:
+        if name is None and not isinstance(source, (str, Path)):
+            raise
+        if isinstance(exc, UnknownTraceFormat):
+            raise UnknownTraceFormat(exc.columns, _name(source, what, name)) from None
+        raise ValueError(f"{_name(source, what, name)}: {exc}") from None
+
+
+def read_bytes(source: Source, max_bytes: int | None = MAX_UPLOAD_BYTES, what: str = "trace",
+               name: str | None = None) -> bytes:
+    """The file's bytes, refused above ``max_bytes`` (None: bytes and streams unbounded, a path within
+    :func:`analysis.core.safe_files.disk_limit`). A path must be a regular file, and is read at most ``max_bytes``
+    + 1 bytes (its size is never trusted: devices and pipes say 0). ``what`` names the kind of file in messages,
+    ``name`` the file (default: its path)."""
+    name = _name(source, what, name)  # as messages say it: "trace file 'a.csv'"
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        size, read = path.stat().st_size, path.read_bytes
+        why = ""
+        if max_bytes is None:
+            max_bytes, why = disk_limit()
+        return read_bounded(regular_file(source, f"{what} file"), max_bytes, name, why=why)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
     else:
-        data = source if isinstance(source, bytes) else source.read()
-        size, read = len(data), lambda: data
-    if max_bytes is not None and size > max_bytes:
-        raise ValueError(f"{what} file is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
-    return read()
+        data = source.read() if max_bytes is None else source.read(max_bytes + 1)
+    if max_bytes is not None and len(data) > max_bytes:
+        more = "more than " if not isinstance(source, (bytes, bytearray, memoryview)) else ""
+        raise LimitError(f"{name} is {more}{len(data) / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+    return data
 
 
-def _read_jsonl(data: bytes, max_rows: int | None, what: str) -> pd.DataFrame:
-    records, lines, bad = [], [], []
+def _read_jsonl(data: bytes, max_rows: int | None, what: str, name: str) -> pd.DataFrame:
+    records, lines, bad, keys = [], [], [], {}  # keys: every record's, in order
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         if len(records) == max_rows:
-            raise ValueError(f"{what} file has more than {max_rows:,} rows; cut it (e.g. head -n) before uploading")
+            raise LimitError(f"{name} has more than {max_rows:,} rows; the limit is {max_rows:,}: cut it (e.g. "
+                             "head -n)")
         try:
-            record = json.loads(line)
+            record = load_json(line, f"{name} line {number:,}")
+        except LimitError:
+            raise
         except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError (no msg)
             bad.append((number, getattr(exc, "msg", "not UTF-8 text")))
             continue
         if not isinstance(record, dict):
             bad.append((number, "not a JSON object"))
             continue
+        keys.update(record)
+        if len(keys) > MAX_COLUMNS:
+            raise LimitError(f"{name} has {len(keys):,} distinct keys by line {number:,} {column_list(keys, 3)}; the "
+                             f"limit is {MAX_COLUMNS:,} columns")
         records.append(record)
         lines.append(number)
     if bad:
         shown = "; ".join(f"line {n}: {why}" for n, why in bad[:5])
-        raise ValueError(f"not a JSON-lines {what} file: {len(bad)} line(s) not a JSON object ({shown}"
+        raise ValueError(f"{name} is not a JSON-lines {what} file: {len(bad)} line(s) not a JSON object ({shown}"
                          f"{' ...' if len(bad) > 5 else ''})")
     return pd.DataFrame.from_records(records, index=pd.Index(lines))
 
 
 def read_trace_table(source: Source, max_bytes: int | None = MAX_UPLOAD_BYTES, max_rows: int | None = MAX_ROWS,
-                     what: str = "trace") -> pd.DataFrame:
-    """Read a trace CSV or JSON-lines file (path, bytes or binary file) enforcing the size limits (None: none): raw
-    columns (CSV values as text), indexed by file line number. ``what`` names the kind of file in messages."""
-    data = read_bytes(source, max_bytes, what).removeprefix(b"\xef\xbb\xbf")
-    if not data.strip():
-        raise ValueError(f"the {what} file is empty")
-    if data.lstrip()[:1] == b"{":
-        return _read_jsonl(data, max_rows, what)
-    try:
-        frame = pd.read_csv(io.BytesIO(data), nrows=None if max_rows is None else max_rows + 1, dtype=str,
-                            skipinitialspace=True)
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise ValueError(f"not a readable CSV or JSON-lines file: {exc}") from exc
-    if max_rows is not None and len(frame) > max_rows:
-        raise ValueError(f"{what} file has more than {max_rows:,} rows; cut it (e.g. head -n) before uploading")
+                     what: str = "trace", name: str | None = None) -> pd.DataFrame:
+    """Read a trace CSV or JSON-lines file (path, bytes or binary file) enforcing the size limits (None: no row
+    limit, and bytes unbounded but for a path, see :func:`read_bytes`) and the bounds of
+    :mod:`analysis.core.safe_files` (line length, columns, JSON nesting and integer digits): raw columns (CSV values
+    as text), indexed by file line number. ``what`` names the kind of file in messages, ``name`` the file (default:
+    its path)."""
+    data = read_bytes(source, max_bytes, what, name).removeprefix(b"\xef\xbb\xbf")
+    name = _name(source, what, name)
+    first = re.search(rb"\S", data)  # no copy of the data, unlike strip()
+    if first is None:
+        raise ValueError(f"{name} is empty")
+    check_lines(data, name)
+    if data[first.start():first.start() + 1] == b"{":
+        return _read_jsonl(data, max_rows, what, name)
+    frame = read_csv_bounded(data, name, max_rows, dtype=str, skipinitialspace=True)
     frame.columns = [str(c).strip() for c in frame.columns]
     frame.index = pd.RangeIndex(2, len(frame) + 2)  # line 1 is the header
     return frame
@@ -184,7 +234,8 @@ def _resolve(columns, fmt: str | TraceFormat | None) -> TraceFormat:
         needed = (chosen.arrival, chosen.prompt, chosen.output)  # block hashes, predictions: optional here
     missing = [c for c in needed if c and c not in columns]
     if missing:
-        raise ValueError(f"the trace has no column {', '.join(map(repr, missing))}; its columns are {list(columns)}")
+        raise ValueError(f"the trace has no column {', '.join(map(repr, missing))}; its columns are "
+                         f"{column_list(columns)}")
     return chosen
 
 
@@ -222,8 +273,8 @@ def _block_hashes(value) -> tuple[int, ...] | None:
     """A list of integer block hashes (a JSON array in CSV text), or None when it is not one."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except ValueError:
+            value = load_json(value, "a hash_ids cell")
+        except ValueError:  # malformed, or over the bounds on nesting and digits
             return None
     if not isinstance(value, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in value):
         return None
@@ -270,10 +321,11 @@ def parse_trace(raw: pd.DataFrame, fmt: str | TraceFormat | None = None) -> pd.D
     return frame
 
 
-def load_trace_file(source: Source, fmt: str | TraceFormat | None = None) -> pd.DataFrame:
+def load_trace_file(source: Source, fmt: str | TraceFormat | None = None, name: str | None = None) -> pd.DataFrame:
     """Read and parse a trace file: Azure 2023/2024, BurstGPT, LLMServingSim or generic CSV, Mooncake JSON
-    lines, or any CSV / JSON-lines file through a column mapping (``fmt``)."""
-    return parse_trace(read_trace_table(source), fmt)
+    lines, or any CSV / JSON-lines file through a column mapping (``fmt``), within the limits of
+    :func:`read_trace_table`; ``name`` (an upload's) names the file in messages (default: its path)."""
+    return named_errors(source, "trace", name, parse_trace, read_trace_table(source, name=name), fmt)
 
 
 def poisson_retime(trace: pd.DataFrame, qps: float, seed: int = 0) -> pd.DataFrame:
@@ -338,10 +390,12 @@ def trace_hash(trace: pd.DataFrame) -> str:
 
 def _columns(path: Path) -> list[str]:
     """Column names of a trace file: its CSV header, or the keys of its first JSON line."""
-    with path.open("rb") as fh:
-        first = fh.readline().removeprefix(b"\xef\xbb\xbf")
+    with regular_file(path, "trace file").open("rb") as fh:
+        first = fh.readline(MAX_LINE_BYTES).removeprefix(b"\xef\xbb\xbf")
     if first.lstrip()[:1] == b"{":
-        return list(json.loads(first))
+        record = load_json(first, label(path, "trace file"))
+        return list(record) if isinstance(record, dict) else []
+    check_csv_header(first, label(path, "trace file"))
     return [c.strip() for c in pd.read_csv(io.BytesIO(first), nrows=0).columns]
 
 

@@ -48,11 +48,13 @@ Mapping = tuple[str, str, str, str, str | None]  # arrival, prompt, output colum
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _read_trace(source: str | bytes, mapping: Mapping | None = None) -> pd.DataFrame | list[str]:
-    """The trace (read through ``mapping`` when given), or the file's columns when its format is not recognised."""
+def _read_trace(source: str | bytes, mapping: Mapping | None = None,
+                name: str | None = None) -> pd.DataFrame | list[str]:
+    """The trace (read through ``mapping`` when given), or the file's columns when its format is not recognised;
+    ``name`` (an upload's) names the file in messages."""
     try:
         return load_trace_file(Path(source) if isinstance(source, str) else source,
-                               TraceFormat(*mapping[:4], predicted=mapping[4]) if mapping else None)
+                               TraceFormat(*mapping[:4], predicted=mapping[4]) if mapping else None, name)
     except UnknownTraceFormat as exc:
         return exc.columns
 
@@ -85,9 +87,9 @@ def _pick_source(store: Store, source: str) -> tuple[pd.DataFrame | None, str]:
         if upload is None:
             st.info("Upload a trace file in the sidebar, or pick a built-in trace / the app's dataset.")
             return None, ""
-        trace = _read_trace(upload.getvalue())
+        trace = _read_trace(upload.getvalue(), name=upload.name)
         if isinstance(trace, list):
-            trace = _read_trace(upload.getvalue(), _column_mapping(trace))
+            trace = _read_trace(upload.getvalue(), _column_mapping(trace), upload.name)
         return trace, upload.name
     if source == "App dataset":
         datasets = store.datasets_frame()
@@ -148,7 +150,7 @@ def _imported_predictions(store: Store) -> tuple[ImportedPredictions, str] | Non
     None after saying why there is none."""
     upload = st.sidebar.file_uploader("Predictions file: true length and prediction per row (CSV or JSON lines, "
                                       "columns such as true_tokens, predicted_tokens or predicted_class; 50 MB / "
-                                      "200k rows max here, any size with `python -m lenscope evaluate-predictions "
+                                      "200k rows max here, larger files with `python -m lenscope evaluate-predictions "
                                       "PATH`)", type=["csv", "jsonl"], key="sched_pred_file")
     classes = st.sidebar.checkbox("Predictions are class indices (ranks)", key="sched_pred_classes",
                                   help="SJF needs only their order; a column named predicted_class or bucket is "

@@ -193,11 +193,12 @@ def trace_from(args: argparse.Namespace, store):
 def cost_from(args: argparse.Namespace):
     """The cost model of ``--cost-json`` (the default one without); a coefficient out of range is named with the
     file (``costs.json: prefill.a must be a finite number >= 0, not -1``)."""
+    from analysis.core.safe_files import MAX_CONFIG_BYTES, load_json_file
     from analysis.serving.cost_model import DEFAULT_COST, CostModel
 
     if not args.cost_json:
         return DEFAULT_COST
-    data = json.loads(args.cost_json.read_text())
+    data = load_json_file(args.cost_json, MAX_CONFIG_BYTES, "cost JSON")  # a regular file, bounded
     try:
         return CostModel.from_dict(data)
     except ValueError as exc:
@@ -319,11 +320,10 @@ def evaluate(args: argparse.Namespace) -> int:
 
 
 def calibrate(args: argparse.Namespace) -> int:
-    import pandas as pd
-
+    from analysis.core.safe_files import read_csv_file
     from analysis.serving.cost_model import fit_cost_model, profile_configs
 
-    profile = pd.read_csv(args.profile)
+    profile = read_csv_file(args.profile, "profile CSV")  # a regular file, bounded
     if args.model is None:
         print(profile_configs(profile).to_string(index=False))
         return 0

@@ -40,15 +40,20 @@ class ImportedPredictions:
 def import_predictions(store: Store, source: Path | bytes, fmt: PredictionsFormat = PredictionsFormat(),
                        name: str = "predictions") -> ImportedPredictions:
     """Read, check and evaluate a predictions file, or fetch it from the store when the same bytes were read the same
-    way before: a path is read whole (any file that fits in memory), bytes (a browser upload) within the upload
-    limits, :data:`MAX_UPLOAD_BYTES` and :data:`MAX_ROWS` rows."""
-    max_bytes, max_rows = (None, None) if isinstance(source, Path) else (MAX_UPLOAD_BYTES, MAX_ROWS)
-    data = read_bytes(source, max_bytes, "predictions")
-    key = hashlib.sha256(data + json.dumps(asdict(fmt), sort_keys=True).encode()).hexdigest()
+    way before: a path is read whole (any file that fits in memory: a regular file of at most
+    :func:`analysis.core.safe_files.disk_limit` bytes, a share of the memory available, and no row limit), bytes (a
+    browser upload) within the upload limits, :data:`MAX_UPLOAD_BYTES` and :data:`MAX_ROWS` rows. Messages name the
+    file by its path, or by ``name`` for bytes."""
+    on_disk = isinstance(source, Path)
+    max_bytes, max_rows, label = (None, None, str(source)) if on_disk else (MAX_UPLOAD_BYTES, MAX_ROWS, name)
+    data = read_bytes(source, max_bytes, "predictions", label)  # a path: a regular file within disk_limit()
+    digest = hashlib.sha256(data)  # = sha256(data + format), without a copy of the data
+    digest.update(json.dumps(asdict(fmt), sort_keys=True).encode())
+    key = digest.hexdigest()
     payload = store.get_result(RESULT_KIND, {"key": key})
     cached = payload is not None
     if payload is None:
-        pairs = load_predictions_file(data, fmt, max_bytes, max_rows)
+        pairs = load_predictions_file(data, fmt, max_bytes, max_rows, label)
         payload = {"pairs": pairs.to_dict(), "evaluation": evaluate_predictions(pairs).to_dict()}
         store.put_result(RESULT_KIND, name, {"key": key}, payload)
     return ImportedPredictions(key, PredictionPairs.from_dict(payload["pairs"]),

@@ -13,11 +13,12 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import zlib
 from collections.abc import Sequence
-from itertools import islice
 from pathlib import Path
 
 from analysis.core.progress import Progress, no_progress
+from analysis.core.safe_files import LimitError, bounded_lines, disk_limit, load_json, regular_file
 from cache.store import NewRun, Store
 from models.engine import Generation
 from models.target import TargetModel
@@ -53,13 +54,28 @@ def export_generations(store: Store, dataset: str, path: Path, on_progress: Prog
 
 def _read_lines(path: Path, limit: int | None = None) -> tuple[dict, list[dict]]:
     """The checked header and the records of a generations file, reading at most ``limit`` lines (clear errors for
-    anything else)."""
+    anything else). Only a regular file is read, within the bounds of :mod:`analysis.core.safe_files`: its
+    decompressed bytes within :func:`~analysis.core.safe_files.disk_limit` (a share of the memory available), lines,
+    JSON nesting and integer digits (LimitError naming the file and the bound)."""
+    max_bytes, why = disk_limit()
+    lines: list = []
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            lines = list(islice((json.loads(line) for line in fh if line.strip()), limit))
-    except (OSError, EOFError, json.JSONDecodeError) as exc:
+        for number, line in bounded_lines(regular_file(path, "generations file"), max_bytes, str(path), gzip=True,
+                                          why=why):
+            if not line.strip():
+                continue
+            try:
+                lines.append(load_json(line, f"{path} line {number:,}"))
+            except LimitError:
+                raise
+            except ValueError as exc:  # not JSON, not UTF-8
+                raise ValueError(f"{path} is not a lenscope generations file: line {number:,} is not JSON "
+                                 f"({getattr(exc, 'msg', 'not UTF-8 text')})") from exc
+            if len(lines) == limit:
+                break
+    except (OSError, EOFError, zlib.error) as exc:  # not gzip, cut short
         raise ValueError(f"{path} is not a lenscope generations file: {exc}") from exc
-    if not lines or lines[0].get("format") != FORMAT:
+    if not lines or not isinstance(lines[0], dict) or lines[0].get("format") != FORMAT:
         raise ValueError(f"{path} is not a lenscope generations file (expected format {FORMAT})")
     return lines[0], lines[1:]
 

@@ -9,7 +9,6 @@ distribution.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -23,6 +22,16 @@ from analysis.baselines.encoder import embed_texts, load_encoder
 from analysis.baselines.ltr import CALIBRATION_FILE, QuantileMap, ranking_scores
 from analysis.baselines.proxy import bucket_predict
 from analysis.core.progress import Progress, no_progress
+from analysis.core.safe_files import (
+    LimitError,
+    check_lines,
+    column_list,
+    disk_limit,
+    load_json,
+    read_bounded,
+    read_csv_bounded,
+    regular_file,
+)
 from analysis.core.soft_label_head import SoftLabelHead, bin_quantiles
 from analysis.egtp.plp import plp_inputs
 from analysis.egtp.pooling import pool
@@ -44,11 +53,15 @@ BATCH = 16  # prompts a forward pass
 def read_prompts(path: str | Path) -> pd.DataFrame:
     """Prompts (columns ``id``, ``prompt``) from JSON lines with ``prompt`` and an optional ``id``, a CSV with a
     ``prompt`` column (and optionally ``id``), or plain text with one prompt a line. Missing ids become the
-    prompt's 1-based position. ValueError on an empty file, a missing column or an empty prompt."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"prompts file {str(path)!r} does not exist")
-    text = path.read_text(encoding="utf-8-sig", errors="replace")  # -sig: drops the BOM some editors write
+    prompt's 1-based position. ValueError on an empty file, a missing column or an empty prompt; LimitError (a
+    ValueError) on anything but a regular file, or one over the bounds of :mod:`analysis.core.safe_files` (bytes:
+    :func:`~analysis.core.safe_files.disk_limit`, a share of the memory available; line length, CSV columns, JSON
+    nesting and integer digits)."""
+    path = regular_file(path, "prompts file")
+    max_bytes, why = disk_limit()
+    data = read_bounded(path, max_bytes, path.name, why=why)
+    check_lines(data, path.name)
+    text = data.decode("utf-8-sig", errors="replace")  # -sig: drops the BOM some editors write
     if not text.strip():
         raise ValueError(f"{path.name} holds no prompts")
     suffix = path.suffix.lower()
@@ -58,17 +71,19 @@ def read_prompts(path: str | Path) -> pd.DataFrame:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path.name} line {n} is not JSON ({exc.msg})") from None
+                record = load_json(line, f"{path.name} line {n}")
+            except LimitError:
+                raise
+            except ValueError as exc:
+                raise ValueError(f"{path.name} line {n} is not JSON ({getattr(exc, 'msg', exc)})") from None
             if not isinstance(record, dict) or "prompt" not in record:
                 raise ValueError(f"{path.name} line {n} has no \"prompt\" field")
             rows.append({"id": record.get("id"), "prompt": record["prompt"]})
         frame = pd.DataFrame(rows, columns=["id", "prompt"])
     elif suffix == ".csv":
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame = read_csv_bounded(data, path.name, dtype=str, keep_default_na=False)
         if "prompt" not in frame:
-            raise ValueError(f"{path.name} has no 'prompt' column (columns: {', '.join(frame.columns)})")
+            raise ValueError(f"{path.name} has no 'prompt' column (columns: {column_list(frame.columns, quote=False)})")
         frame = frame.assign(id=frame["id"] if "id" in frame else None)[["id", "prompt"]]
     else:
         lines = [line for line in text.splitlines() if line.strip()]
