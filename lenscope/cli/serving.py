@@ -39,10 +39,10 @@ def register(subparsers) -> None:
 
     e = subparsers.add_parser("evaluate-predictions", help="evaluate an external predictor's (true length, "
                               "prediction) pairs: MAE and Kendall tau with 95%% bootstrap CIs, per-bucket confusion")
-    e.add_argument("path", type=Path, help="CSV or JSON lines, any size that fits in memory, with a true-length "
-                   "column (true_tokens, true_length, true or output_tokens) and a prediction column "
-                   "(predicted_tokens, predicted_length, predicted, prediction; or predicted_class, predicted_bucket, "
-                   "class, bucket for class indices, or any with --classes)")
+    e.add_argument("path", type=Path, help="CSV or JSON lines whose parse fits in memory (up to 1/32 of the memory "
+                   "left), with a true-length column (true_tokens, true_length, true or output_tokens) and a "
+                   "prediction column (predicted_tokens, predicted_length, predicted, prediction; or predicted_class, "
+                   "predicted_bucket, class, bucket for class indices, or any with --classes)")
     _add_predictions_args(e)
     e.set_defaults(func=evaluate)
 
