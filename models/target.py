@@ -34,6 +34,18 @@ def looks_binary(text: str) -> bool:
     return "\x00" in text or controls > 0.1 * len(text)
 
 
+def lone_surrogate(text: str, what: str = "the prompt") -> str | None:
+    """Why ``text`` is not valid Unicode text (``the prompt holds a lone surrogate (U+D800) at character 0: ...``,
+    ``what`` naming it), or None: a JSON ``\\ud800`` escape decodes to half of a UTF-16 pair, which no tokenizer,
+    hash or database can encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"{what} holds a lone surrogate (U+{ord(text[exc.start]):04X}) at character {exc.start:,}: not "
+                "valid Unicode text")
+    return None
+
+
 def left_pad(sequences: Sequence[Sequence[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids ``[B, W]`` left-padded to the longest sequence, and the attention mask (1 = real token)."""
     width = max(len(s) for s in sequences)
@@ -146,6 +158,11 @@ class TargetModel:
         return int(self.config.hidden_size)
 
     @property
+    def vocab_size(self) -> int:
+        """Token ids the model takes: ``0 .. vocab_size - 1`` (rows of its embedding and of its LM head)."""
+        return int(self.config.vocab_size)
+
+    @property
     def context_length(self) -> int:
         return int(getattr(self.config, "max_position_embeddings", 2048))
 
@@ -179,6 +196,9 @@ class TargetModel:
             raise ValueError("the prompt is empty")
         if looks_binary(prompt):
             raise ValueError("the prompt looks like binary data (NUL or many control characters), not text")
+        invalid = lone_surrogate(prompt)
+        if invalid:
+            raise ValueError(invalid)
         ids = self._template_ids(prompt, system_prompt)
         if len(ids) >= self.context_length:
             raise ValueError(

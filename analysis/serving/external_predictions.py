@@ -42,6 +42,8 @@ CONFUSION_BUCKETS = 5  # quantile buckets of the true lengths for token predicti
 MAX_CLASS_ROWS = 10  # rows of the confusion table of rank-only classes (quantile buckets of the true lengths)
 BOOT_ROWS = 10_000_000  # resampled rows per statistic: 1,000 resamples up to 10,000 pairs, fewer (200) beyond
 MIN_BOOT, MAX_BOOT = 200, 1000
+# Kendall tau of fewer pairs is not judged: 3 pairs in order give tau 1.000 with a bootstrap CI of [1.000, 1.000].
+MIN_TAU_PAIRS = 10
 
 
 @dataclass(frozen=True)
@@ -229,8 +231,10 @@ class PredictionEvaluation:
         return ci_text(self.mae.value, self.mae.lo, self.mae.hi)
 
     def tau_text(self) -> str:
-        """``tau [lo, hi]``, or why there is none."""
+        """``tau [lo, hi]``, or why there is none (``too few pairs to judge (n = 3)`` under :data:`MIN_TAU_PAIRS`)."""
         tau = self.kendall_tau
+        if self.n < MIN_TAU_PAIRS:
+            return f"too few pairs to judge (n = {self.n:,})"
         if np.isnan(tau.value):
             return "undefined (the predictions or the true lengths do not vary)"
         return ci_text(tau.value, tau.lo, tau.hi, digits=3)
@@ -240,7 +244,8 @@ class PredictionEvaluation:
         resamples = f"{self.n_boot:,} resamples" + (f" of a {BOOT_PAIRS:,}-pair subsample, scaled to all pairs"
                                                      if self.n > BOOT_PAIRS else "")
         return [f"n = {self.n:,} pairs", f"MAE {self.mae_text()}" + (" tokens" if self.mae else ""),
-                f"Kendall tau {self.tau_text()}", f"[95% bootstrap CIs over pairs, {resamples}]"]
+                f"Kendall tau{':' if self.n < MIN_TAU_PAIRS else ''} {self.tau_text()}",
+                f"[95% bootstrap CIs over pairs, {resamples}]"]
 
     def to_dict(self) -> dict:
         def estimate(e: Estimate | None) -> list | None:

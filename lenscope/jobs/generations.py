@@ -20,6 +20,8 @@ from pathlib import Path
 from analysis.core.progress import Progress, no_progress
 from analysis.core.safe_files import LimitError, bounded_lines, disk_limit, load_json, regular_file
 from cache.store import NewRun, Store
+from lenscope.jobs.generation_records import check_generations
+from lenscope.jobs.generation_records import generated_by as generated_by  # where it was, for its callers
 from models.engine import Generation
 from models.target import TargetModel
 
@@ -90,12 +92,6 @@ def read_generations(path: Path) -> tuple[dict, list[dict]]:
     return _read_lines(path)
 
 
-def generated_by(header: dict, target: TargetModel) -> bool:
-    """Whether a generations file's answers are ``target``'s own: its header names the model that sampled them
-    (files written before that was recorded are taken on trust; their prompt tokens are still checked)."""
-    return header.get("model", target.source.spec) == target.source.spec
-
-
 def sample_prompts_of(records: Sequence[dict], prompts: dict[str, int], seed: int = 0) -> list[dict]:
     """The records of ``prompts[scenario]`` prompts per scenario drawn at random with ``seed`` (every sample of a
     drawn prompt, e.g. the K answers of an rl prompt), in file order."""
@@ -119,8 +115,9 @@ def import_generations(store: Store, target: TargetModel, path: Path, dataset: s
     runs already stored are kept. ``finished_only`` leaves out the runs that hit the token cap: every predictor
     trains and scores on finished runs only, and the censored ones hold most of a long study's tokens, so a
     first import of the finished ones trains sooner (a later import adds the rest). Returns (imported, already
-    stored)."""
+    stored). Every record is checked before anything is stored (:func:`check_generations`)."""
     header, records = read_generations(path)
+    check_generations(target, path.name, header, records)  # all of them, numbered as in the file
     if finished_only:
         records = [r for r in records if r["finished"]]
     return import_records(store, target, path.name, header, records, dataset, layers, on_progress=on_progress)
@@ -130,16 +127,11 @@ def import_records(store: Store, target: TargetModel, source: str, header: dict,
                    dataset: str, layers: Sequence[int] | None = None, censored_left_out: int = 0,
                    on_progress: Progress = no_progress) -> tuple[int, int]:
     """:func:`import_generations` of some of the records of file ``source`` (with its ``header``). A dataset
-    created here notes ``censored_left_out``: answers of its prompts that hit the cap and were not imported."""
-    if not generated_by(header, target):
-        raise ValueError(f"{source} holds answers of {header['model']}, not of {target.source.spec}; import it "
-                         "with the model that generated it")
+    created here notes ``censored_left_out``: answers of its prompts that hit the cap and were not imported.
+    Nothing is stored unless the dataset takes runs of ``target`` and every record passes :func:`check_generations`."""
+    store.check_dataset(dataset, target)  # a dataset of another model, a read-only store: refused first
+    check_generations(target, source, header, records)
     layers = target.check_layers(layers if layers is not None else header.get("layers"))
-    for record in records:
-        system_prompt = record["settings"].get("system_prompt", "default")
-        if target.chat_ids(record["prompt"], system_prompt) != record["prompt_ids"]:
-            raise ValueError(f"{source}: the prompt tokens differ from {target.source.spec}'s; import it with the "
-                             "model that generated it")
     keys = record_keys(store, target, records, layers)
     found = store.find_runs(keys)
     todo = [r for r, key in zip(records, keys) if key not in found]

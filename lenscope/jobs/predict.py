@@ -43,7 +43,7 @@ from lenscope.jobs.datasets import dataset_runs
 from lenscope.jobs.egtp import PLP_KIND, STATIC_KIND, FeatureTable, feature_table
 from lenscope.jobs.predictor_catalog import PredictorFiles
 from models.drafter import Drafter, length_from_log
-from models.target import SequenceFeatures, TargetModel
+from models.target import SequenceFeatures, TargetModel, lone_surrogate
 
 QUANTILES = (0.1, 0.5, 0.9)
 QUANTILE_COLUMNS = tuple(f"q{int(q * 100)}_tokens" for q in QUANTILES)
@@ -78,6 +78,10 @@ def read_prompts(path: str | Path) -> pd.DataFrame:
                 raise ValueError(f"{path.name} line {n} is not JSON ({getattr(exc, 'msg', exc)})") from None
             if not isinstance(record, dict) or "prompt" not in record:
                 raise ValueError(f"{path.name} line {n} has no \"prompt\" field")
+            for field in ("prompt", "id"):  # a JSON \ud800 escape: no text column, hash or tokenizer takes it
+                invalid = isinstance(record.get(field), str) and lone_surrogate(record[field], f"the {field}")
+                if invalid:
+                    raise ValueError(f"{path.name} line {n}: {invalid}")
             rows.append({"id": record.get("id"), "prompt": record["prompt"]})
         frame = pd.DataFrame(rows, columns=["id", "prompt"])
     elif suffix == ".csv":
@@ -261,6 +265,11 @@ def predict_prompts(target: TargetModel, prompts: pd.DataFrame | Sequence[str],
                     predictors: Sequence[LengthPredictor], on_progress: Progress = no_progress) -> pd.DataFrame:
     """One row per (prompt, predictor): ``id``, ``predictor``, ``predicted_tokens`` and, for soft-label heads,
     the :data:`QUANTILE_COLUMNS` (empty for the others), plus ``prompt_tokens``."""
+    if not isinstance(prompts, pd.DataFrame):  # a lone surrogate is said here, not by the frame's text column
+        for k, prompt in enumerate(prompts, start=1):
+            invalid = isinstance(prompt, str) and lone_surrogate(prompt)
+            if invalid:
+                raise ValueError(f"prompt {k}: {invalid}")
     frame = prompts if isinstance(prompts, pd.DataFrame) else _checked(
         pd.DataFrame({"id": None, "prompt": list(prompts)}), "the prompt list")
     ids = []

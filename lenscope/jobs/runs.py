@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from analysis.core.progress import Progress, no_progress
 from cache.store import Store, StoredRun
 from models.engine import GenerationSettings, generate
-from models.target import TargetModel
+from models.target import TargetModel, lone_surrogate
 
 __all__ = ["GenerationSettings", "generate_cached"]  # the settings type is re-exported for the app
 
@@ -29,8 +29,11 @@ def generate_cached(
     """Return the stored run for this request, generating and storing it on a miss.
 
     The second value is True on a cache hit. A prompt longer than :data:`MAX_PROMPT_CHARS` is refused with its
-    length (before tokenizing it).
+    length (before tokenizing it), one that is not valid Unicode text before its cache key is hashed.
     """
+    invalid = lone_surrogate(prompt)
+    if invalid:
+        raise ValueError(invalid)
     if len(prompt) > MAX_PROMPT_CHARS:
         raise ValueError(f"the prompt has {len(prompt):,} characters; the limit is {MAX_PROMPT_CHARS:,} (the model "
                          f"reads at most {target.context_length:,} tokens)")

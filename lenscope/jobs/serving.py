@@ -156,6 +156,9 @@ def dataset_trace(store: Store, dataset: str, qps: float, seed: int = 0, split: 
     keeps the runs every trained predictor saw out of sample, None keeps all (for oracle or constant)."""
     QPS.check("qps", qps)
     runs = dataset_runs(store, dataset, include_censored)
+    if runs.empty:  # the dataset has runs (dataset_runs refuses an empty one), every one cut at the cap
+        raise ValueError(f"dataset {dataset!r} has {len(store.runs_frame(dataset)):,} runs, all censored at the token "
+                         "cap (their true lengths are unknown); collect it again with a larger --max-new-tokens")
     if split is not None:
         runs = runs[runs["split"] == split]
         if runs.empty:

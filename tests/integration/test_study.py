@@ -103,7 +103,9 @@ def test_on_the_model_of_a_shipped_study_a_size_imports_a_sample_of_its_finished
     shipped = tmp_path / "shipped"
     export_generations(source, "source", shipped / "raw.jsonl.gz")
     header, records = read_generations(shipped / "raw.jsonl.gz")
-    records = [{**r, "finished": i % 2 == 0} for i, r in enumerate(records)]  # two answers ended, two hit the cap
+    end = min(target.stop_ids)  # two answers ended (with the end token), two hit the cap (without it)
+    records = [{**r, "finished": i % 2 == 0, "output_ids": [*r["output_ids"][:-1], end if i % 2 == 0 else 28]}
+               for i, r in enumerate(records)]
 
     def ship(name: str, model: str) -> None:
         with gzip.open(shipped / name, "wt") as fh:
