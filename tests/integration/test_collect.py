@@ -91,10 +91,13 @@ def test_generations_round_trip_through_a_file_with_recomputed_features(store, t
 
     other = Store(url=f"sqlite:///{tmp_path}/other.db", tensor_dir=tmp_path / "other-tensors")
     header, records = read_generations(path)
-    mixed = tmp_path / "mixed.jsonl.gz"  # the first run marked finished: --finished-only imports it alone
+    mixed = tmp_path / "mixed.jsonl.gz"  # the first run ends on the end token: --finished-only imports it alone
+    end = min(target.stop_ids)
+    finished = [{**r, "finished": True, "output_ids": [*r["output_ids"][:-1], end]} if i == 0 else r
+                for i, r in enumerate(records)]
+    assert not any(r["finished"] for r in records)  # 6 tokens: none of the collected answers ended
     with gzip.open(mixed, "wt") as fh:
-        fh.writelines(json.dumps(line) + "\n" for line in [header, *({**r, "finished": i == 0}
-                                                                     for i, r in enumerate(records))])
+        fh.writelines(json.dumps(line) + "\n" for line in [header, *finished])
     part = Store(url=f"sqlite:///{tmp_path}/part.db", tensor_dir=tmp_path / "part-tensors")
     assert import_generations(part, target, mixed, "part", finished_only=True) == (1, 0)
     assert part.runs_frame(dataset="part")["finished"].tolist() == [True]
