@@ -26,7 +26,7 @@ if shipped is not None:
     st.header("The evidence test")
     found = shipped.evidence()
     if found is None:
-        st.info("The shipped results hold no evidence test; rebuild it with `python -m lenscope study --size full`.")
+        st.info(shipped.absent("evidence test"))
     else:
         st.caption(f"The plots show the tokens of {len(found[1]['test_tokens'])} of the {found[1]['runs']['test']} "
                    "test runs (to keep the shipped files small); every number is over all of them.")

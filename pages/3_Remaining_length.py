@@ -28,7 +28,7 @@ if shipped is not None:
     shipped_notice(store, shipped)
     curve = shipped.plp_curve()
     if curve is None:
-        st.info("The shipped results hold no PLP curve; rebuild it with `python -m lenscope study --size full`.")
+        st.info(shipped.absent("PLP curve"))
     else:
         st.subheader(f"MAE vs observed steps (test split of the study, layer {shipped.layer})")
         show_figure(mae_by_step_figure(curve, PAPER_PLP), "mae-by-step")

@@ -40,7 +40,7 @@ if shipped is not None:
     shipped_notice(store, shipped)
     result = shipped.pooling_ablation()
     if result is None:
-        st.info("The shipped results hold no pooling ablation; rebuild it with `python -m lenscope study --size full`.")
+        st.info(shipped.absent("pooling ablation"))
     else:
         show_ablation(result, f"Ours: the study, layer {shipped.layer}")
 elif dataset is not None:

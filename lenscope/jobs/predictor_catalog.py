@@ -110,16 +110,21 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def verify_file(path: Path, expected: str, owner: str, restore: str) -> None:
+    """ValueError unless ``path`` exists with the SHA-256 ``expected`` its manifest records; ``owner`` names what
+    lacks a missing file, ``restore`` says how to get it back."""
+    if not path.is_file():
+        raise ValueError(f"{owner} lacks {path.name}; restore it with {restore}")
+    if sha256(path) != expected:
+        raise ValueError(f"{path} does not match the hash in its manifest (changed or damaged); restore it with "
+                         f"{restore}")
+
+
 def check_files(folder: Path, manifest: dict) -> None:
     """ValueError unless every weight file the manifest lists is in ``folder`` with the hash it records."""
     for file, expected in manifest.get("files", {}).items():
-        path = folder / file
-        if not path.is_file():
-            raise ValueError(f"shipped predictor {folder.name!r} lacks {file}; restore it with `git checkout "
-                             f"data/predictors` or rebuild with `{REBUILD}`")
-        if sha256(path) != expected:
-            raise ValueError(f"{path} does not match the hash in its manifest (changed or damaged); restore it "
-                             f"with `git checkout data/predictors` or rebuild with `{REBUILD}`")
+        verify_file(folder / file, expected, f"shipped predictor {folder.name!r}",
+                    f"`git checkout data/predictors` or rebuild with `{REBUILD}`")
 
 
 def shipped_names(root: Path = SHIPPED_DIR) -> list[str]:

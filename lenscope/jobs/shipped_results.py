@@ -24,7 +24,7 @@ from cache.settings import REPO_ROOT
 from cache.store import Store
 from lenscope.jobs.claims import claims_report
 from lenscope.jobs.crossval import runs_digest
-from lenscope.jobs.predictor_catalog import REBUILD, sha256
+from lenscope.jobs.predictor_catalog import REBUILD, sha256, verify_file
 from lenscope.jobs.study_results import StoreResults
 from models.target import TargetModel
 
@@ -180,10 +180,13 @@ class ShippedStudy:
         if info is None:
             return None
         path = self.root / name
-        if not path.is_file() or sha256(path) != info["sha256"]:
-            raise ValueError(f"{path} is missing or does not match its manifest; restore it with "
-                             f"`git checkout data/results` or rebuild with `{self.manifest['rebuild']}`")
+        verify_file(path, info["sha256"], "the shipped study's results",
+                    f"`git checkout data/results` or rebuild with `{self.manifest['rebuild']}`")
         return path
+
+    def absent(self, what: str) -> str:
+        """What a page says when these results hold no ``what``."""
+        return f"The shipped results hold no {what}; rebuild it with `{self.manifest['rebuild']}`."
 
     def json(self, name: str) -> dict | list | None:
         path = self._path(name)

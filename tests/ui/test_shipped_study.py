@@ -110,3 +110,22 @@ def test_browser_fresh_clone_opens_on_the_study_and_predicts_a_typed_prompt(fres
     settle(page)
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(ARTIFACTS / "shipped_token_entropy_prediction.png"), full_page=True)
+
+
+def test_a_changed_or_missing_results_file_is_refused_with_how_to_restore_it(tmp_path):
+    import shutil
+
+    from lenscope.jobs.shipped_results import RESULTS_DIR
+
+    root = tmp_path / "results"
+    shutil.copytree(RESULTS_DIR, root)
+    claims = root / "claims.json"
+    claims.write_text(claims.read_text().replace("reproduced", "Reproduced", 1))
+    study = shipped_study(root)
+    changed = "claims.json does not match the hash in its manifest .*git checkout data/results"
+    with pytest.raises(ValueError, match=changed):
+        study.claims()
+    (root / "preset.json").unlink()
+    with pytest.raises(ValueError, match="the shipped study's results lacks preset.json; restore it with"):
+        study.preset()
+    assert study.absent("PLP curve").endswith("rebuild it with `python -m lenscope study --size full`.")
