@@ -12,11 +12,11 @@ from lenscope.app.study import (
     starter_dataset,
 )
 from lenscope.app.widgets import get_store, model_picker
-from lenscope.jobs.collect import collect_sample
-from lenscope.jobs.runs import GenerationSettings
-from lenscope.jobs.shipped_results import shipped_for
-from lenscope.jobs.study import preferred_dataset
-from lenscope.jobs.study_results import StoreResults
+from lenscope.jobs.runs.collect import collect_sample
+from lenscope.jobs.runs.generate import GenerationSettings
+from lenscope.jobs.study.pipeline import preferred_dataset
+from lenscope.jobs.study.results import StoreResults
+from lenscope.jobs.study.shipped import shipped_for
 
 st.set_page_config(page_title="lenscope", layout="wide")
 st.title("lenscope")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from sqlalchemy import Column, inspect, text
 from sqlalchemy.engine import Connection, Engine
 
-from cache.errors import NotAStoreError, StoreReadOnlyError
-from cache.schema import SCHEMA_VERSION, Base, Meta
+from lenscope.store.errors import NotAStoreError, StoreReadOnlyError
+from lenscope.store.schema import SCHEMA_VERSION, Base, Meta
 
 # The mark of a lenscope store: the row ``application = lenscope`` of its ``meta`` table.
 APPLICATION = "lenscope"

@@ -18,7 +18,9 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from cache.errors import (
+from lenscope.models.engine import Generation
+from lenscope.models.target import SequenceFeatures, TargetModel
+from lenscope.store.errors import (
     DamagedRunError,
     DatasetModelError,
     StoreReadOnlyError,
@@ -27,8 +29,8 @@ from cache.errors import (
     store_error,
     store_location,
 )
-from cache.migrations import migrate
-from cache.schema import (
+from lenscope.store.migrations import migrate
+from lenscope.store.schema import (
     Dataset,
     DatasetRun,
     ModelRecord,
@@ -40,10 +42,8 @@ from cache.schema import (
     Trace,
     TraceRequest,
 )
-from cache.settings import get_settings
-from cache.tensors import DamagedTensorError, TensorStore, hidden_key_filter, pack_hidden, unpack_hidden
-from models.engine import Generation
-from models.target import SequenceFeatures, TargetModel
+from lenscope.store.settings import get_settings
+from lenscope.store.tensors import DamagedTensorError, TensorStore, hidden_key_filter, pack_hidden, unpack_hidden
 
 
 def text_hash(text: str) -> str:
@@ -165,9 +165,9 @@ class Store:
 
     def __init__(self, url: str | None = None, tensor_dir: Path | None = None) -> None:
         """Open the store at ``url`` (default: the settings'), creating it in an empty database. A database of
-        another application is refused (:class:`cache.errors.NotAStoreError`) with nothing written to it; a
+        another application is refused (:class:`lenscope.store.errors.NotAStoreError`) with nothing written to it; a
         SQLite file this process cannot write opens read-only (:attr:`read_only_reason`): reading works, a write
-        raises :class:`cache.errors.StoreReadOnlyError`."""
+        raises :class:`lenscope.store.errors.StoreReadOnlyError`."""
         settings = get_settings()
         self.url = url or settings.db_url
         self.read_only_reason = _read_only_reason(self.url)
@@ -206,7 +206,7 @@ class Store:
         return self.read_only_reason is not None
 
     def require_writable(self, what: str) -> None:
-        """Raise :class:`cache.errors.StoreReadOnlyError` (one line naming the store) before ``what`` writes to
+        """Raise :class:`lenscope.store.errors.StoreReadOnlyError` (one line naming the store) before ``what`` writes to
         a store opened read-only."""
         if self.read_only_reason is not None:
             raise self._read_only_error(what)
@@ -220,7 +220,7 @@ class Store:
     def session(self) -> Iterator[Session]:
         """A transaction: committed on success, rolled back on error.
 
-        A database that stays locked, is unreachable or read-only raises a :class:`cache.errors.StoreError`
+        A database that stays locked, is unreachable or read-only raises a :class:`lenscope.store.errors.StoreError`
         with a message for the user; constraint violations (:class:`IntegrityError`) pass through.
         """
         try:
@@ -417,7 +417,7 @@ class Store:
     def ensure_dataset(self, name: str, model: int | TargetModel, config: dict) -> int:
         """Id of dataset ``name`` to store runs of ``model`` (a :class:`TargetModel`, or the id of its row) in,
         created on first use; its config is kept from creation. A dataset holds the runs of one model: one of
-        another model raises :class:`cache.errors.DatasetModelError` naming both, before anything is written (a
+        another model raises :class:`lenscope.store.errors.DatasetModelError` naming both, before anything is written (a
         target's model row included), as does a read-only store."""
         self.check_dataset(name, model)
         model_id = model if isinstance(model, int) else self.ensure_model(model)
@@ -426,8 +426,8 @@ class Store:
 
     def check_dataset(self, name: str, model: int | TargetModel) -> None:
         """Raise before a collection of ``model`` (a target, or its row id) into dataset ``name`` writes anything
-        when it cannot: :class:`cache.errors.DatasetModelError` when the dataset holds runs of another model,
-        :class:`cache.errors.StoreReadOnlyError` when the store is read-only."""
+        when it cannot: :class:`lenscope.store.errors.DatasetModelError` when the dataset holds runs of another model,
+        :class:`lenscope.store.errors.StoreReadOnlyError` when the store is read-only."""
         self.require_writable(f"collecting into dataset {name!r}")
         with self.session() as s:
             held = s.execute(select(ModelRecord.key, ModelRecord.source, ModelRecord.info)

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from cache.store import Store
-from lenscope.jobs.predict import LengthPredictor, predict_prompts
-from lenscope.jobs.predictor_catalog import CATALOG, load_predictor_files, shipped_summary
-from lenscope.jobs.runs_table import export_runs, load_runs, to_hf_dataset
-from lenscope.jobs.shipped_results import ShippedStudy, shipped_study
-from models.target import TargetModel
+from lenscope.jobs.predictors.catalog import CATALOG, load_predictor_files, shipped_summary
+from lenscope.jobs.predictors.predict import LengthPredictor, predict_prompts
+from lenscope.jobs.runs.table import export_runs, load_runs, to_hf_dataset
+from lenscope.jobs.study.shipped import ShippedStudy, shipped_study
+from lenscope.models.target import TargetModel
+from lenscope.store.store import Store
 
 __all__ = ["CATALOG", "LengthPredictor", "ShippedStudy", "export_runs", "load_model", "load_predictor", "load_runs",
            "predict", "runs_dataset", "shipped_predictors", "shipped_results", "to_hf_dataset"]

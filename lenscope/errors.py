@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 
-from cache.errors import StoreError
+from lenscope.store.errors import StoreError
 
 
 def user_message(exc: BaseException) -> str | None:

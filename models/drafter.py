@@ -365,7 +365,7 @@ class Drafter(nn.Module):
 
     @classmethod
     def for_target(cls, target, **overrides) -> Drafter:
-        """A freshly initialised drafter shaped for ``target`` (a :class:`models.target.TargetModel`)."""
+        """A freshly initialised drafter shaped for ``target`` (a :class:`lenscope.models.target.TargetModel`)."""
         cfg = target.config
         config = DrafterConfig(hidden_size=target.hidden_size, vocab_size=int(cfg.vocab_size),
                                fuse_layers=target.default_layers()[:3],

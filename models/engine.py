@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
-from models.kv_slots import GROWTH, MIN_COLUMNS, SlotCache
-from models.logits import LogitSummary, summarize_logits
-from models.numbers import POSITIVE_INT, SEED, Range, check_fields
-from models.target import (
+from lenscope.models.kv_slots import GROWTH, MIN_COLUMNS, SlotCache
+from lenscope.models.logits import LogitSummary, summarize_logits
+from lenscope.models.numbers import POSITIVE_INT, SEED, Range, check_fields
+from lenscope.models.target import (
     FORWARD_TOKENS,
     TOP_K,
     SequenceFeatures,

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from models.sources import LOCAL_LOAD_OPTIONS
+from lenscope.models.sources import LOCAL_LOAD_OPTIONS
 
 CACHE_ENV = "LENSCOPE_GGUF_CACHE"
 # Bump when what is written changes, so that older copies are not read.

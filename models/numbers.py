@@ -1,8 +1,8 @@
 """Valid ranges of numeric inputs: the one check behind every number a user or a caller gives lenscope.
 
 A :class:`Range` says which numbers an input takes (finite always; bounds, open or closed; integers only or not).
-The concept that owns a number states its range next to itself (the sampling settings in :mod:`models.engine`,
-the simulated cluster in :mod:`analysis.serving.engine`, ...); settings objects check their fields with
+The concept that owns a number states its range next to itself (the sampling settings in :mod:`lenscope.models.engine`,
+the simulated cluster in :mod:`lenscope.analysis.scheduler.engine`, ...); settings objects check their fields with
 :func:`check_fields`, and the CLI turns the same ranges into argparse types (:func:`lenscope.cli._common.number`), so
 a flag, a form and a Python caller refuse the same values with the same words. It lives in the lowest layer so that
 models, analysis and lenscope can all use it.

@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from models.gguf_checkpoint import load_converted, save_converted
-from models.logits import LogitSummary, summarize_logits
-from models.sources import ModelSource, load_options, resolve_source
+from lenscope.models.gguf_checkpoint import load_converted, save_converted
+from lenscope.models.logits import LogitSummary, summarize_logits
+from lenscope.models.sources import ModelSource, load_options, resolve_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TOP_K = 5

@@ -6,8 +6,8 @@ from lenscope.app.predictions import predict_typed, shipped_table, show_predicti
 from lenscope.app.runner import error_boundary, run_job
 from lenscope.app.widgets import get_store, model_picker, show_figure
 from lenscope.figures.entropy import entropy_heatmap, entropy_profile
-from lenscope.jobs.runs import GenerationSettings, generate_cached
-from lenscope.jobs.token_view import entropy_summary, token_table
+from lenscope.jobs.runs.generate import GenerationSettings, generate_cached
+from lenscope.jobs.runs.token_view import entropy_summary, token_table
 
 st.set_page_config(page_title="Token entropy · lenscope", layout="wide")
 st.title("Token entropy")

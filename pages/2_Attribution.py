@@ -7,8 +7,14 @@ from lenscope.app.runner import run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
 from lenscope.figures.egtp import attribution_table, entropy_importance_scatter, pooled_scatter_points, token_bars
-from lenscope.jobs.attribution_evidence import attribution_evidence
-from lenscope.jobs.egtp import ATTRIBUTION_KIND, PAPER_PEARSON, attribute_prompt, attribution_config, attribution_job
+from lenscope.jobs.egtp.attribution import attribution_evidence
+from lenscope.jobs.egtp.heads import (
+    ATTRIBUTION_KIND,
+    PAPER_PEARSON,
+    attribute_prompt,
+    attribution_config,
+    attribution_job,
+)
 
 st.set_page_config(page_title="Attribution · lenscope", layout="wide")
 st.title("Token attribution")

@@ -6,7 +6,7 @@ from lenscope.app.runner import error_boundary, run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
 from lenscope.figures.egtp import mae_by_step_figure, remaining_length_figure
-from lenscope.jobs.egtp import (
+from lenscope.jobs.egtp.heads import (
     PAPER_PLP,
     PLP_KIND,
     load_predictor,
@@ -15,7 +15,7 @@ from lenscope.jobs.egtp import (
     predictor_name,
     train_plp,
 )
-from lenscope.jobs.runs import GenerationSettings, generate_cached
+from lenscope.jobs.runs.generate import GenerationSettings, generate_cached
 
 st.set_page_config(page_title="Remaining length · lenscope", layout="wide")
 st.title("Remaining length (PLP)")

@@ -7,7 +7,7 @@ from lenscope.app.runner import run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, show_figure
 from lenscope.figures.egtp import ablation_pivot, head_variant_table, paired_table, pooling_ablation_figure
-from lenscope.jobs.egtp import ABLATION_KIND, PAPER_ABLATION, ablation_config, train_static
+from lenscope.jobs.egtp.heads import ABLATION_KIND, PAPER_ABLATION, ablation_config, train_static
 
 st.set_page_config(page_title="Pooling ablation · lenscope", layout="wide")
 st.title("Pooling ablation")

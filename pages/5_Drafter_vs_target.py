@@ -5,21 +5,21 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from lenscope.app.outlets import shipped_section, train_section
+from lenscope.app.drafter_live import drafter_datasets, live_section, measurement_section
+from lenscope.app.drafter_training import shipped_section, train_section
 from lenscope.app.runner import run_job
-from lenscope.app.speculative import drafter_datasets, live_section, measurement_section
 from lenscope.app.widgets import get_store, model_picker, show_figure
-from lenscope.figures.outlets import (
+from lenscope.figures.drafter import (
     ablation_table,
     drafter_ablation_tables,
     mae_by_step_figure,
     paired_comparison_table,
     umap_figure,
 )
-from lenscope.jobs.drafter_ablation import drafter_ablation, stored_ablation
-from lenscope.jobs.outlets import UMAP_KIND, representation_umap_job, step_predictions, umap_config
-from lenscope.jobs.results import compare_predictors
-from lenscope.jobs.shipped_results import shipped_for
+from lenscope.jobs.drafter.ablation import drafter_ablation, stored_ablation
+from lenscope.jobs.drafter.training import UMAP_KIND, representation_umap_job, step_predictions, umap_config
+from lenscope.jobs.results.leaderboard import compare_predictors
+from lenscope.jobs.study.shipped import shipped_for
 
 st.set_page_config(page_title="Drafter vs target · lenscope", layout="wide")
 st.title("Drafter vs target")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lenscope.app.outlets_preset import outlets_preset_tab
 from lenscope.app.qps_sweep import qps_sweep_tab
 from lenscope.app.runner import run_job
-from lenscope.app.serving import (
+from lenscope.app.scheduler import (
     cluster_picker,
     dispatch_options,
     policy_options,
@@ -16,16 +15,17 @@ from lenscope.app.serving import (
     show_results,
     trace_picker,
 )
+from lenscope.app.scheduler_preset import outlets_preset_tab
 from lenscope.app.widgets import get_store, show_figure
-from lenscope.figures.serving import noise_sweep_figure
-from lenscope.jobs.serving import (
+from lenscope.figures.scheduler import noise_sweep_figure
+from lenscope.jobs.scheduler.replay import (
     QUEUE_POLICIES,
     noise_sweep,
     parse_maes,
     run_simulation,
 )
-from lenscope.jobs.shipped_results import shipped_for
-from lenscope.jobs.tour import scheduling_stop
+from lenscope.jobs.study.shipped import shipped_for
+from lenscope.jobs.study.tour import scheduling_stop
 
 st.set_page_config(page_title="Scheduler playground · lenscope", layout="wide")
 st.title("Scheduler playground")

@@ -13,7 +13,7 @@ from lenscope.app.study import (
 )
 from lenscope.app.widgets import get_store, show_figure
 from lenscope.figures.results import comparison_table, length_cdf_figure, mae_bars
-from lenscope.jobs.results import ALL, length_cdfs, paired_vs_reference, score_matrix, score_table, select
+from lenscope.jobs.results.leaderboard import ALL, length_cdfs, paired_vs_reference, score_matrix, score_table, select
 
 TRAIN_HINT = ("`python -m lenscope train-baselines --dataset {d}` (SSJF-Reg/MC, S3, TRAIL, PiA, LTR), "
               "`train-egtp` / `train-plp --dataset {d}` (EGTP, PLP), `train-drafter` / `train-probe --dataset {d}` "

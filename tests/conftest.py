@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, launch_streamlit
+from lenscope.benchmarks.browser import CHROMIUM, CHROMIUM_ARGS, launch_streamlit
 from tests import repository_boundary
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ def data_dir(tmp_path, monkeypatch) -> Path:
 @pytest.fixture
 def store(data_dir):
     """An empty store in the test's data dir."""
-    from cache.store import Store
+    from lenscope.store.store import Store
 
     return Store()
 
@@ -49,7 +49,7 @@ def target():
     """The real embedded SmolLM2-135M-Instruct, loaded once for the whole session."""
     import torch
 
-    from models.target import TargetModel
+    from lenscope.models.target import TargetModel
 
     torch.manual_seed(0)
     return TargetModel.load()
@@ -121,4 +121,4 @@ def pytest_collection_modifyitems(config, items) -> None:
 @pytest.fixture
 def no_shipped_results(tmp_path, monkeypatch) -> None:
     """A copy of lenscope without the study's shipped results (data/results): the bare empty state."""
-    monkeypatch.setattr("lenscope.jobs.shipped_results.RESULTS_DIR", tmp_path / "no-results")
+    monkeypatch.setattr("lenscope.jobs.study.shipped.RESULTS_DIR", tmp_path / "no-results")

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import torch
 
-from models.engine import Generation
-from models.target import SequenceFeatures
+from lenscope.models.engine import Generation
+from lenscope.models.target import SequenceFeatures
 
 SYNTHETIC_LAYER = 30
 

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import torch
 
-from models.engine import Generation
-from models.target import SequenceFeatures
+from lenscope.models.engine import Generation
+from lenscope.models.target import SequenceFeatures
 
 
 def fake_target(key: str = "fake-model") -> SimpleNamespace:

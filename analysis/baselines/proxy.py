@@ -1,10 +1,10 @@
 """Proxy-model baselines on prompt embeddings.
 
-* SSJF-Reg: regression of ``log(1 + length)`` (the OUTLETS :class:`~analysis.outlets.probes.LengthProbe`, regression
-  mode, on encoder embeddings instead of target states).
+* SSJF-Reg: regression of ``log(1 + length)`` (the OUTLETS :class:`~lenscope.analysis.drafter.probes.LengthProbe`,
+  regression mode, on encoder embeddings instead of target states).
 * SSJF-MC: multi-class classification over ``K`` log-spaced length bins (the EGTP
-  :class:`~analysis.core.soft_label_head.SoftLabelHead` network trained with hard labels); the prediction is the
-  centre of the most likely bin.
+  :class:`~lenscope.analysis.core.soft_label_head.SoftLabelHead` network trained with hard labels); the prediction is
+  the centre of the most likely bin.
 * S3: the same classifier over ``K`` equal-width buckets ``[0, max/K), [max/K, 2 max/K) ...`` (S3's
   buckets); the prediction is the bucket's mean training length, not S3's upper bound, so that MAE compares
   like with like.
@@ -20,10 +20,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from analysis.core.soft_label_head import LengthBins, SoftLabelHead, log_bins
-from analysis.core.training import fit_minibatch
-from analysis.egtp.training import HeadConfig
-from analysis.outlets.probes import LengthProbe, ProbeConfig, train_probe
+from lenscope.analysis.core.soft_label_head import LengthBins, SoftLabelHead, log_bins
+from lenscope.analysis.core.training import fit_minibatch
+from lenscope.analysis.drafter.probes import LengthProbe, ProbeConfig, train_probe
+from lenscope.analysis.egtp.training import HeadConfig
 
 ENCODER_LAYER = -1  # ProbeConfig.layer of probes that read encoder embeddings, not a target layer
 

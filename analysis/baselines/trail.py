@@ -1,6 +1,6 @@
-"""TRAIL-style baseline: the OUTLETS :class:`~analysis.outlets.probes.LengthProbe` in classification mode (TRAIL
-predicts length bins) on the mean of the target's prompt hidden states at one intermediate layer. The jobs
-read those means from the EGTP feature cache (``prompt.mean`` of ``lenscope.jobs.egtp.run_features``)."""
+"""TRAIL-style baseline: the OUTLETS :class:`~lenscope.analysis.drafter.probes.LengthProbe` in classification mode
+(TRAIL predicts length bins) on the mean of the target's prompt hidden states at one intermediate layer. The jobs read
+those means from the EGTP feature cache (``prompt.mean`` of ``lenscope.jobs.egtp.heads.run_features``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from analysis.outlets.probes import LengthProbe, ProbeConfig, train_probe
+from lenscope.analysis.drafter.probes import LengthProbe, ProbeConfig, train_probe
 
 
 def train_trail(x: torch.Tensor, lengths: torch.Tensor, layer: int, epochs: int = 60, lr: float = 1e-3,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.core.splits import evaluation_split
+from lenscope.analysis.core.splits import evaluation_split
 
 
 def mae(predicted, true) -> float:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from analysis.data.prompts import (
+from lenscope.analysis.data.prompts import (
     PromptItem,
     humaneval_prompts,
     sample_prompts,

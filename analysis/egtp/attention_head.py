@@ -19,9 +19,9 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
-from analysis.core.soft_label_head import LengthBins, SoftLabelHead, soft_label_loss
-from analysis.core.training import fit_minibatch
-from analysis.egtp.training import HeadConfig, TrainResult, fit_bins
+from lenscope.analysis.core.soft_label_head import LengthBins, SoftLabelHead, soft_label_loss
+from lenscope.analysis.core.training import fit_minibatch
+from lenscope.analysis.egtp.training import HeadConfig, TrainResult, fit_bins
 
 
 def pad_runs(runs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,8 +89,8 @@ def train_attention_head(runs: Sequence[torch.Tensor], lengths: torch.Tensor,
                          on_epoch: Callable[[int, int, dict], None] | None = None,
                          scorer: str = "linear") -> TrainResult:
     """Fit an :class:`AttentionPoolingHead` with ``scorer`` on runs [T_i, d] -> lengths [N] with the soft-label
-    loss and the shared minibatch loop (:func:`analysis.core.training.fit_minibatch`: AdamW, the epoch with the lowest
-    validation MAE kept, the last one without validation runs)."""
+    loss and the shared minibatch loop (:func:`lenscope.analysis.core.training.fit_minibatch`: AdamW, the epoch with the
+    lowest validation MAE kept, the last one without validation runs)."""
     if not len(runs):
         raise ValueError("no training runs for the attention-pooling head")
     cfg = config or HeadConfig()

@@ -1,7 +1,7 @@
 """Gradient attribution of a length head to tokens, and its correlation with token entropy.
 
 Importance of token ``t`` is ``I_t = || d L_MSE / d h_t ||_2`` where ``L_MSE`` is the head's
-normalised MSE term (:func:`analysis.core.soft_label_head.normalized_mse`) for the run's true length and
+normalised MSE term (:func:`lenscope.analysis.core.soft_label_head.normalized_mse`) for the run's true length and
 ``h_t`` is token ``t``'s hidden state at the attribution layer. Gradients come from captum
 (``Saliency(abs=False)`` / ``LayerGradientXActivation(multiply_by_inputs=False)``), then the L2 norm
 over the hidden dimension.
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 from captum.attr import LayerGradientXActivation, Saliency
 
-from analysis.core.metrics import bootstrap_correlation
-from analysis.core.soft_label_head import SoftLabelHead, normalized_mse
-from analysis.egtp.pooling import pool
+from lenscope.analysis.core.metrics import bootstrap_correlation
+from lenscope.analysis.core.soft_label_head import SoftLabelHead, normalized_mse
+from lenscope.analysis.egtp.pooling import pool
 
 
 def head_loss_fn(head: SoftLabelHead, entropy: torch.Tensor, true_length: float, pooling: str = "egtp",
@@ -107,7 +107,7 @@ class Correlation:
 def entropy_importance_correlation(runs: Sequence[tuple[np.ndarray, np.ndarray]], n_boot: int = 1000,
                                    level: float = 0.95, seed: int = 0) -> Correlation:
     """Correlations over the pooled tokens of ``runs`` = [(entropy [T], importance [T]), ...]; Spearman is the
-    Pearson r of the pooled ranks (:func:`analysis.core.metrics.bootstrap_correlation` for the CIs)."""
+    Pearson r of the pooled ranks (:func:`lenscope.analysis.core.metrics.bootstrap_correlation` for the CIs)."""
     from scipy.stats import rankdata
 
     runs = [(np.asarray(h, float), np.asarray(i, float)) for h, i in runs if len(h)]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
-from analysis.core.metrics import varies
+from lenscope.analysis.core.metrics import varies
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The attribution evidence table (every importance measure x every control) and its one-line verdict.
 
-Rows per measure (controls in :mod:`analysis.egtp.controls`; CIs are percentile bootstraps over runs):
+Rows per measure (controls in :mod:`lenscope.analysis.egtp.controls`; CIs are percentile bootstraps over runs):
 
 * ``raw``: pooled Pearson / Spearman of entropy and importance over the tokens of all runs, **like for like**
   with the paper's r (most likely pooled over all tokens the same way);
@@ -11,8 +11,8 @@ Rows per measure (controls in :mod:`analysis.egtp.controls`; CIs are percentile 
   null's mean and ``lo``/``hi`` its central ``level`` interval.
 
 ``p_value`` (raw and run-normalised rows): the two-sided permutation p-value of the row's Pearson r against
-the same ``n_perm`` within-run shuffles (:func:`analysis.egtp.controls.permutation_p`). Spearman is the Pearson r of the
-pooled ranks (partial: of the residualised ranks).
+the same ``n_perm`` within-run shuffles (:func:`lenscope.analysis.egtp.controls.permutation_p`). Spearman is the Pearson
+r of the pooled ranks (partial: of the residualised ranks).
 
 A head that reads entropy (EGTP pooling at its own layer) is marked ``by_construction``: its importance follows
 its entropy weights, so it is the **positive control** (:func:`positive_control`): the same pipeline must find
@@ -29,12 +29,12 @@ import pandas as pd
 import torch
 from scipy.stats import rankdata
 
-from analysis.core.metrics import Estimate, bootstrap_correlation, bootstrap_mean
-from analysis.core.progress import Progress, no_progress
-from analysis.core.soft_label_head import SoftLabelHead
-from analysis.core.verdicts import SIGNIFICANCE, correlation_reading, p_text, too_few_prompts
-from analysis.egtp.attention_head import AttentionPoolingHead, pad_runs
-from analysis.egtp.controls import (
+from lenscope.analysis.core.metrics import Estimate, bootstrap_correlation, bootstrap_mean
+from lenscope.analysis.core.progress import Progress, no_progress
+from lenscope.analysis.core.soft_label_head import SoftLabelHead
+from lenscope.analysis.core.verdicts import SIGNIFICANCE, correlation_reading, p_text, too_few_prompts
+from lenscope.analysis.egtp.attention_head import AttentionPoolingHead, pad_runs
+from lenscope.analysis.egtp.controls import (
     RunTokens,
     content_tokens,
     normalise_within_run,
@@ -43,8 +43,8 @@ from analysis.egtp.controls import (
     permutation_p,
     residualise,
 )
-from analysis.egtp.importance import MEASURES, head_importances
-from analysis.egtp.pooling import entropy_weights, pool
+from lenscope.analysis.egtp.importance import MEASURES, head_importances
+from lenscope.analysis.egtp.pooling import entropy_weights, pool
 
 PARTIAL = "partial (position, log norm)"
 CONTROLS = ("raw", "run-normalised", "per-run mean", PARTIAL, "permutation null")
@@ -142,7 +142,7 @@ def head_tokens(runs: Sequence[RunArrays], head: AttentionPoolingHead | SoftLabe
                 pooling: str = "mean", alpha: float = 1.0, ig_steps: int = 32,
                 on_progress: Progress = no_progress) -> list[RunTokens]:
     """The pooled tokens of each run with every importance of ``head`` at its own input
-    (:func:`analysis.egtp.importance.head_importances`)."""
+    (:func:`lenscope.analysis.egtp.importance.head_importances`)."""
     tokens = []
     for i, run in enumerate(runs):
         c = run.content_start
@@ -183,7 +183,7 @@ def verdict(table: pd.DataFrame, paper_r: float = 0.451, head: str | None = None
     """One line for ``measure`` of ``head`` (default: the table's first head not true by construction): the raw r
     (like for like with the paper's), then the run-normalised r (the within-run test), each read by its
     permutation p-value and its size against ``paper_r``
-    (:func:`analysis.core.verdicts.correlation_reading`), and whether the within-run correlation survives
+    (:func:`lenscope.analysis.core.verdicts.correlation_reading`), and whether the within-run correlation survives
     partialling out position and activation norm; under 50 test prompts: too few to judge."""
     tested = table[~table["by_construction"].astype(bool) & (table["measure"] == measure)]
     if tested.empty:

@@ -1,6 +1,6 @@
 """Per-token importance measures of a run-level length head, the inputs of the entropy-attribution test.
 
-``L(h)`` is the head's normalised MSE (:func:`analysis.core.soft_label_head.normalized_mse`) for the run's true
+``L(h)`` is the head's normalised MSE (:func:`lenscope.analysis.core.soft_label_head.normalized_mse`) for the run's true
 length, ``h`` [T, d] the states the head reads (the run's pooled tokens at the head's layer), and
 ``g_t = dL/dh_t`` (captum ``Saliency(abs=False)``):
 
@@ -22,9 +22,9 @@ import numpy as np
 import torch
 from captum.attr import IntegratedGradients, Saliency
 
-from analysis.core.soft_label_head import SoftLabelHead, normalized_mse
-from analysis.egtp.attention_head import AttentionPoolingHead
-from analysis.egtp.attribution import head_loss_fn
+from lenscope.analysis.core.soft_label_head import SoftLabelHead, normalized_mse
+from lenscope.analysis.egtp.attention_head import AttentionPoolingHead
+from lenscope.analysis.egtp.attribution import head_loss_fn
 
 MEASURES = ("gradient", "grad_x_act", "integrated_gradients", "attention")
 

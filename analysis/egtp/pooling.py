@@ -1,7 +1,7 @@
 """Token pooling of hidden states: entropy-guided (EGTP) and the ablation poolings.
 
 EGTP pairs the hidden state ``h_i`` of token ``i`` with the entropy ``H_i`` of the next-token
-distribution computed at the same position (the convention of :class:`models.target.SequenceFeatures`),
+distribution computed at the same position (the convention of :class:`lenscope.models.target.SequenceFeatures`),
 weights ``w = softmax(H / alpha)`` and returns ``sum_i w_i h_i``. ``alpha`` is the temperature: large
 ``alpha`` tends to mean pooling, small ``alpha`` to picking the most uncertain token. All functions are
 differentiable torch code (the attribution runs gradients through them).

@@ -7,8 +7,8 @@ trained with lr 1e-3 for more epochs, and the epoch with the lowest validation M
 
 Runs that hit the token cap are censored (length >= cap). ``HeadConfig.censoring`` chooses what training does
 with them: ``drop`` leaves them out (the default), ``aware`` keeps them in the censoring-aware soft-label loss
-(:func:`analysis.core.soft_label_head.soft_label_loss`). Given the validation rows' censored mask, early
-stopping scores the clipped MAE (:func:`analysis.core.metrics.clipped_mae`) over all of them.
+(:func:`lenscope.analysis.core.soft_label_head.soft_label_loss`). Given the validation rows' censored mask, early
+stopping scores the clipped MAE (:func:`lenscope.analysis.core.metrics.clipped_mae`) over all of them.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from analysis.core.metrics import clipped_mae
-from analysis.core.soft_label_head import BINNINGS, LengthBins, SoftLabelHead, soft_label_loss
-from analysis.core.training import fit_minibatch
+from lenscope.analysis.core.metrics import clipped_mae
+from lenscope.analysis.core.soft_label_head import BINNINGS, LengthBins, SoftLabelHead, soft_label_loss
+from lenscope.analysis.core.training import fit_minibatch
 
 
 @dataclass

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.core.metrics import bootstrap_mae, kendall_tau, mae, paired_mae_difference
-from analysis.data.scenarios import SCENARIOS
+from lenscope.analysis.core.metrics import bootstrap_mae, kendall_tau, mae, paired_mae_difference
+from lenscope.analysis.data.scenarios import SCENARIOS
 
 FRAME_COLUMNS = ["predictor_id", "predictor", "family", "dataset", "run_id", "prompt_id", "scenario", "step",
                  "predicted", "true", "split"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from cache.store import Store
 from lenscope.app.widgets import show_figure
 from lenscope.figures.attribution_evidence import (
     MEASURE_LABELS,
@@ -14,7 +13,8 @@ from lenscope.figures.attribution_evidence import (
     evidence_token_bars,
     head_summary_display,
 )
-from lenscope.jobs.attribution_evidence import stored_evidence
+from lenscope.jobs.egtp.attribution import stored_evidence
+from lenscope.store.store import Store
 
 
 @st.cache_data(show_spinner=False, max_entries=4)

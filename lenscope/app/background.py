@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from analysis.core.progress import PhaseClock, Progress
+from lenscope.analysis.core.progress import PhaseClock, Progress
 from lenscope.app.runner import failure_text
 
 

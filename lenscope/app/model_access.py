@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from models.sources import ModelSource, resolve_source
+from lenscope.models.sources import ModelSource, resolve_source
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 REFUSED = ("{spec!r} is not a model the app may load: it loads the embedded models, hub ids (owner/name) and "

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from lenscope.jobs.predict import QUANTILE_COLUMNS, LengthPredictor, predict_prompts
-from lenscope.jobs.predictor_catalog import CATALOG, shipped_names, shipped_predictor, shipped_summary
-from models.target import TargetModel
+from lenscope.jobs.predictors.catalog import CATALOG, shipped_names, shipped_predictor, shipped_summary
+from lenscope.jobs.predictors.predict import QUANTILE_COLUMNS, LengthPredictor, predict_prompts
+from lenscope.models.target import TargetModel
 
 
 @st.cache_resource(show_spinner="Loading the shipped predictors...", max_entries=2)

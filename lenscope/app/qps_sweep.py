@@ -5,12 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from cache.store import Store
 from lenscope.app.runner import run_job
 from lenscope.app.widgets import show_figure
-from lenscope.figures.serving import qps_sweep_figure
-from lenscope.jobs.grid_sweep import GRID_METRICS
-from lenscope.jobs.qps_sweep import (
+from lenscope.figures.scheduler import qps_sweep_figure
+from lenscope.jobs.scheduler.grid_sweep import GRID_METRICS
+from lenscope.jobs.scheduler.qps_sweep import (
     SATURATION_GROWTH,
     SATURATION_SERVED,
     default_qps,
@@ -20,7 +19,8 @@ from lenscope.jobs.qps_sweep import (
     saturation_points,
     saturation_text,
 )
-from lenscope.jobs.serving import QUEUE_POLICIES, PredictorSpec, SimConfig, saturating_qps
+from lenscope.jobs.scheduler.replay import QUEUE_POLICIES, PredictorSpec, SimConfig, saturating_qps
+from lenscope.store.store import Store
 
 DEFAULT_POLICIES = ["rr+fcfs", "rr+sjf", "lb+sjf"]
 

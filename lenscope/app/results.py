@@ -5,12 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from cache.store import Store
 from lenscope.app.runner import error_boundary, run_job
 from lenscope.app.widgets import MODEL_KEY, get_store, get_target, show_figure
 from lenscope.figures.results import pred_true_heatmap
-from lenscope.jobs.baselines import BASELINES, DESCRIPTIONS, train_baselines
-from lenscope.jobs.results import benchmark_frame, cell_rows, pred_true_histogram, run_rows
+from lenscope.jobs.predictors.baselines import BASELINES, DESCRIPTIONS, train_baselines
+from lenscope.jobs.results.leaderboard import benchmark_frame, cell_rows, pred_true_histogram, run_rows
+from lenscope.store.store import Store
 
 
 @st.cache_data(show_spinner="Reading predictions from the store...", max_entries=8)

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from analysis.core.progress import PhaseClock, Progress
+from lenscope.analysis.core.progress import PhaseClock, Progress
 from lenscope.errors import user_message
 
 log = logging.getLogger(__name__)

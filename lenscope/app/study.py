@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from cache.settings import get_settings
-from cache.store import Store
 from lenscope.app.background import get_job, show_job, start_job
 from lenscope.app.widgets import MODEL_KEY, get_target
-from lenscope.jobs.datasets import dataset_counts
-from lenscope.jobs.report import study_report
-from lenscope.jobs.shipped_results import ShippedStudy, shipped_for
-from lenscope.jobs.study import (
+from lenscope.jobs.runs.datasets import dataset_counts
+from lenscope.jobs.study.pipeline import (
     SHIPPED_SAMPLES,
     SIZES,
     collection_text,
@@ -22,9 +18,13 @@ from lenscope.jobs.study import (
     study_dataset,
     study_steps,
 )
-from lenscope.jobs.study_results import StoreResults, StudyResults, claims_table
-from lenscope.jobs.tour import tour
-from models.target import TargetModel
+from lenscope.jobs.study.report import study_report
+from lenscope.jobs.study.results import StoreResults, StudyResults, claims_table
+from lenscope.jobs.study.shipped import ShippedStudy, shipped_for
+from lenscope.jobs.study.tour import tour
+from lenscope.models.target import TargetModel
+from lenscope.store.settings import get_settings
+from lenscope.store.store import Store
 
 STARTER_JOB = "starter-study"
 SIZE_TEXT = {"tiny": f"a test-sized study ({collection_text(SIZES['tiny'])})",

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import streamlit as st
 
-from cache.settings import get_settings
-from cache.store import Store
 from lenscope.app.model_access import browser_source
-from lenscope.app.model_cache import ModelCache
+from lenscope.app.model_pool import ModelCache
 from lenscope.app.runner import error_boundary, failure_text
 from lenscope.figures.results import export_format, figure_bytes
-from models.target import TargetModel
+from lenscope.models.target import TargetModel
+from lenscope.store.settings import get_settings
+from lenscope.store.store import Store
 
 MODEL_KEY = "lenscope_model_spec"
 

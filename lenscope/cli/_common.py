@@ -7,14 +7,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from analysis.core.metrics import ci_text
-from analysis.core.progress import label_phase
-from models.numbers import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SEED, Range
+from lenscope.analysis.core.metrics import ci_text
+from lenscope.analysis.core.progress import label_phase
+from lenscope.models.numbers import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SEED, Range
 
 
 def metrics_line(m: dict) -> str:
     """Static (and dynamic) MAE with 95% CIs and the paired difference to the constant reference, on the
-    evaluation split: the CLI's summary of :func:`analysis.core.metrics.prediction_metrics`."""
+    evaluation split: the CLI's summary of :func:`lenscope.analysis.core.metrics.prediction_metrics`."""
     parts = []
     for key in ("static", "dynamic"):
         if f"{key}_mae" not in m:
@@ -84,8 +84,8 @@ def resolve_dataset(args: argparse.Namespace) -> None:
     """Fill in ``args.dataset`` for commands registered with :func:`add_dataset_arg` (a clear error when the
     store holds no dataset)."""
     if getattr(args, "resolve_dataset", False) and args.dataset is None:
-        from cache.store import Store
-        from lenscope.jobs.study import preferred_dataset
+        from lenscope.jobs.study.pipeline import preferred_dataset
+        from lenscope.store.store import Store
 
         args.dataset = preferred_dataset(Store().datasets_frame()["name"].tolist())
         if args.dataset is None:
@@ -117,17 +117,17 @@ def add_ray_args(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def ray_options(args: argparse.Namespace):
-    """The :class:`~lenscope.jobs.ray_cluster.RayOptions` the Ray arguments ask for (None without ``--ray``)."""
+    """The :class:`~lenscope.jobs.runs.ray_cluster.RayOptions` the Ray arguments ask for (None without ``--ray``)."""
     if args.ray is None:
         return None
-    from lenscope.jobs.ray_cluster import RayOptions
+    from lenscope.jobs.runs.ray_cluster import RayOptions
 
     return RayOptions(address=None if args.ray == "local" else args.ray, workers=args.ray_workers)
 
 
 def load_target(args: argparse.Namespace):
     """Load the target model named by the common model arguments."""
-    from models.target import TargetModel
+    from lenscope.models.target import TargetModel
 
     return TargetModel.load(args.model, device=args.device, dtype=args.dtype)
 

@@ -17,7 +17,7 @@ from lenscope.cli._common import (
     positive_int,
     seed,
 )
-from models.numbers import Range
+from lenscope.models.numbers import Range
 
 
 def register(subparsers) -> None:
@@ -41,8 +41,8 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from cache.store import Store
-    from lenscope.jobs.baselines import BaselineConfig, parse_selection, train_baselines
+    from lenscope.jobs.predictors.baselines import BaselineConfig, parse_selection, train_baselines
+    from lenscope.store.store import Store
 
     torch.set_num_threads(1)
     chosen = parse_selection(args.only)

@@ -1,4 +1,4 @@
-"""``lenscope benchmark NAME [ARGS...]``: run one of the benchmarks in ``benchmarks/`` (``bench_NAME.main``)."""
+"""``lenscope benchmark NAME [ARGS...]``: run a benchmark of ``lenscope/benchmarks/`` (``bench_NAME.main``)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 import importlib
 import pkgutil
 
-import benchmarks
+from lenscope import benchmarks
 
 
 def available() -> list[str]:
-    """Names of the benchmark modules (``benchmarks/bench_<name>.py``)."""
+    """Names of the benchmark modules (``lenscope/benchmarks/bench_<name>.py``)."""
     return sorted(m.name.removeprefix("bench_") for m in pkgutil.iter_modules(benchmarks.__path__)
                   if m.name.startswith("bench_"))
 
@@ -23,5 +23,5 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    importlib.import_module(f"benchmarks.bench_{args.name}").main(list(args.args))
+    importlib.import_module(f"lenscope.benchmarks.bench_{args.name}").main(list(args.args))
     return 0

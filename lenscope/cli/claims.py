@@ -16,7 +16,7 @@ from lenscope.cli._common import (
     output_file,
     positive_int,
 )
-from models.numbers import Range
+from lenscope.models.numbers import Range
 
 
 def _dataset_args(p: argparse.ArgumentParser) -> None:
@@ -46,8 +46,8 @@ def register(subparsers) -> None:
 
 
 def _resolve(args: argparse.Namespace):
-    from cache.store import Store
-    from lenscope.jobs.study_results import study_layers
+    from lenscope.jobs.study.results import study_layers
+    from lenscope.store.store import Store
 
     store = Store()
     layer = study_layers(store, args.dataset)[0] if args.layer is None else args.layer
@@ -55,8 +55,8 @@ def _resolve(args: argparse.Namespace):
 
 
 def run_claims(args: argparse.Namespace) -> int:
-    from lenscope.jobs.claims import claims_markdown, claims_report, head_options_markdown, predictors_markdown
-    from lenscope.jobs.datasets import dataset_counts
+    from lenscope.jobs.results.claims import claims_markdown, claims_report, head_options_markdown, predictors_markdown
+    from lenscope.jobs.runs.datasets import dataset_counts
 
     store, dataset, layer, probe_layer = _resolve(args)
     target = None if args.no_pia else load_target(args)
@@ -84,8 +84,8 @@ def run_claims(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from lenscope.jobs.report import study_report
-    from lenscope.jobs.study_results import StoreResults
+    from lenscope.jobs.study.report import study_report
+    from lenscope.jobs.study.results import StoreResults
 
     store, dataset, layer, probe_layer = _resolve(args)
     out = args.out or Path(f"lenscope-report-{dataset}.html")

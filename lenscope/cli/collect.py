@@ -7,7 +7,7 @@ import argparse
 import signal
 from pathlib import Path
 
-from analysis.data.scenarios import LONG_TOKEN_CAP, SCENARIO_SAMPLING, SCENARIOS
+from lenscope.analysis.data.scenarios import LONG_TOKEN_CAP, SCENARIO_SAMPLING, SCENARIOS
 from lenscope.cli._common import (
     PhaseBars,
     add_model_args,
@@ -19,8 +19,8 @@ from lenscope.cli._common import (
     progress_bar,
     ray_options,
 )
-from models.engine import FEATURE_MODES, GENERATION_RANGES
-from models.numbers import NON_NEGATIVE, POSITIVE_INT
+from lenscope.models.engine import FEATURE_MODES, GENERATION_RANGES
+from lenscope.models.numbers import NON_NEGATIVE, POSITIVE_INT
 
 SOURCE_WEIGHT = NON_NEGATIVE
 
@@ -99,8 +99,8 @@ def register(subparsers) -> None:
 
 
 def export(args: argparse.Namespace) -> int:
-    from cache.store import Store
-    from lenscope.jobs.generations import export_generations
+    from lenscope.jobs.runs.generations import export_generations
+    from lenscope.store.store import Store
 
     bars = PhaseBars()
     n = export_generations(Store(), args.dataset, args.out, on_progress=bars)
@@ -110,8 +110,8 @@ def export(args: argparse.Namespace) -> int:
 
 
 def import_(args: argparse.Namespace) -> int:
-    from cache.store import Store
-    from lenscope.jobs.generations import import_generations
+    from lenscope.jobs.runs.generations import import_generations
+    from lenscope.store.store import Store
 
     if not args.path.is_file():
         raise FileNotFoundError(f"no generations file at {args.path}")
@@ -125,11 +125,11 @@ def import_(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.data.prompts import sample_prompts
-    from analysis.data.scenarios import build_scenario, long_token_budget
-    from cache.store import Store
-    from lenscope.jobs.collect import collect_dataset
-    from models.engine import GenerationSettings
+    from lenscope.analysis.data.prompts import sample_prompts
+    from lenscope.analysis.data.scenarios import build_scenario, long_token_budget
+    from lenscope.jobs.runs.collect import collect_dataset
+    from lenscope.models.engine import GenerationSettings
+    from lenscope.store.store import Store
 
     if args.scenario and args.sources:
         raise ValueError("--sources and --scenario are exclusive: a scenario chooses its own prompts")

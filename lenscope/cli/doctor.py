@@ -18,8 +18,8 @@ def register(subparsers) -> None:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    from cache.store import Store
-    from lenscope.jobs.doctor import doctor
+    from lenscope.jobs.runs.doctor import doctor
+    from lenscope.store.store import Store
 
     store = Store()
     bars = PhaseBars()

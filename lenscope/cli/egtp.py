@@ -16,7 +16,7 @@ from lenscope.cli._common import (
     positive_int,
     seed,
 )
-from models.numbers import UNIT_INTERVAL, Range
+from lenscope.models.numbers import UNIT_INTERVAL, Range
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -68,7 +68,7 @@ def register(subparsers) -> None:
 
 
 def _config(args: argparse.Namespace):
-    from analysis.egtp.training import HeadConfig
+    from lenscope.analysis.egtp.training import HeadConfig
 
     return HeadConfig(bins=args.bins, lam=args.lam, lr=args.lr, batch_size=args.batch_size,
                       epochs=args.epochs, seed=args.seed)
@@ -77,9 +77,9 @@ def _config(args: argparse.Namespace):
 def run_train_egtp(args: argparse.Namespace) -> int:
     import torch
 
-    from analysis.egtp.pooling import POOLINGS
-    from cache.store import Store
-    from lenscope.jobs.egtp import train_static
+    from lenscope.analysis.egtp.pooling import POOLINGS
+    from lenscope.jobs.egtp.heads import train_static
+    from lenscope.store.store import Store
 
     torch.set_num_threads(1)
     poolings = POOLINGS if args.pooling == "all" else (args.pooling,)
@@ -97,8 +97,8 @@ def run_train_egtp(args: argparse.Namespace) -> int:
 def run_train_plp(args: argparse.Namespace) -> int:
     import torch
 
-    from cache.store import Store
-    from lenscope.jobs.egtp import train_plp
+    from lenscope.jobs.egtp.heads import train_plp
+    from lenscope.store.store import Store
 
     torch.set_num_threads(1)
     bars = PhaseBars()
@@ -115,9 +115,9 @@ def run_train_plp(args: argparse.Namespace) -> int:
 def run_attribution(args: argparse.Namespace) -> int:
     import torch
 
-    from cache.store import Store
-    from lenscope.jobs.egtp import PAPER_PEARSON
-    from lenscope.jobs.egtp import run_attribution as job
+    from lenscope.jobs.egtp.heads import PAPER_PEARSON
+    from lenscope.jobs.egtp.heads import run_attribution as job
+    from lenscope.store.store import Store
 
     torch.set_num_threads(1)
     if args.evidence:
@@ -141,9 +141,9 @@ def run_attribution(args: argparse.Namespace) -> int:
 
 
 def _run_evidence(args: argparse.Namespace) -> int:
-    from cache.store import Store
     from lenscope.figures.attribution_evidence import evidence_display, head_summary_display
-    from lenscope.jobs.attribution_evidence import attribution_evidence
+    from lenscope.jobs.egtp.attribution import attribution_evidence
+    from lenscope.store.store import Store
 
     bars = PhaseBars()
     try:

@@ -10,7 +10,7 @@ from lenscope.cli._common import PhaseBars, add_model_args, load_target, output_
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from lenscope.jobs.predictor_catalog import CATALOG, catalog_text
+    from lenscope.jobs.predictors.catalog import CATALOG, catalog_text
 
     p = subparsers.add_parser(
         "predict", help="predict the answer length of new prompts with a shipped (or stored) predictor",
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def predictor_names(text: str) -> list[str]:
     """The names ``--predictor`` lists (``all``: every catalog name)."""
-    from lenscope.jobs.predictor_catalog import CATALOG, entry
+    from lenscope.jobs.predictors.catalog import CATALOG, entry
 
     names = list(CATALOG) if text.strip() == "all" else [n.strip() for n in text.split(",") if n.strip()]
     if not names:
@@ -41,9 +41,9 @@ def predictor_names(text: str) -> list[str]:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from cache.store import Store
-    from lenscope.jobs.predict import LengthPredictor, predict_prompts, read_prompts, write_predictions
-    from lenscope.jobs.predictor_catalog import load_predictor_files
+    from lenscope.jobs.predictors.catalog import load_predictor_files
+    from lenscope.jobs.predictors.predict import LengthPredictor, predict_prompts, read_prompts, write_predictions
+    from lenscope.store.store import Store
 
     names = predictor_names(args.predictor)
     prompts = read_prompts(args.prompts)

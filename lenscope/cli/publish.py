@@ -24,9 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_publish(args: argparse.Namespace) -> int:
-    from cache.store import Store
-    from lenscope.jobs.shipped_results import RESULTS_DIR, publish_results
-    from lenscope.jobs.study_results import StoreResults
+    from lenscope.jobs.study.results import StoreResults
+    from lenscope.jobs.study.shipped import RESULTS_DIR, publish_results
+    from lenscope.store.store import Store
 
     root = args.out or RESULTS_DIR
     manifest = publish_results(StoreResults(Store(), args.dataset), load_target(args), root)
@@ -35,9 +35,9 @@ def run_publish(args: argparse.Namespace) -> int:
 
 
 def run_ship(args: argparse.Namespace) -> int:
-    from cache.store import Store
-    from lenscope.jobs.predict import interval_metrics
-    from lenscope.jobs.predictor_catalog import SHIPPED_DIR, ship_predictors
+    from lenscope.jobs.predictors.catalog import SHIPPED_DIR, ship_predictors
+    from lenscope.jobs.predictors.predict import interval_metrics
+    from lenscope.store.store import Store
 
     root, store = args.out or SHIPPED_DIR, Store()
     names = ship_predictors(store, args.dataset, root, interval_metrics(store, args.dataset))

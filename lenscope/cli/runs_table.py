@@ -27,9 +27,9 @@ def register(subparsers) -> None:
 
 
 def export_runs_command(args: argparse.Namespace) -> int:
-    from cache.store import Store
-    from lenscope.jobs.runs_table import export_format, export_runs, generations_table, load_runs
-    from lenscope.jobs.study import preferred_dataset
+    from lenscope.jobs.runs.table import export_format, export_runs, generations_table, load_runs
+    from lenscope.jobs.study.pipeline import preferred_dataset
+    from lenscope.store.store import Store
 
     export_format(args.out)  # a bad suffix fails before anything is read
     if args.generations is not None:

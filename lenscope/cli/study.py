@@ -13,7 +13,7 @@ def _interrupt(signum, frame) -> None:
 
 
 def register(subparsers) -> None:
-    from lenscope.jobs.study import SIZES
+    from lenscope.jobs.study.pipeline import SIZES
 
     p = subparsers.add_parser("study", help="run the study end to end, skipping every step already stored")
     add_model_args(p)
@@ -28,10 +28,10 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cache.store import Store
-    from lenscope.jobs.claims import claims_markdown, stored_claims_table
-    from lenscope.jobs.datasets import dataset_counts
-    from lenscope.jobs.study import TRAINS_ON_CENSORED, run_study, study_dataset
+    from lenscope.jobs.results.claims import claims_markdown, stored_claims_table
+    from lenscope.jobs.runs.datasets import dataset_counts
+    from lenscope.jobs.study.pipeline import TRAINS_ON_CENSORED, run_study, study_dataset
+    from lenscope.store.store import Store
 
     dataset = args.dataset or study_dataset(args.size)
     target = load_target(args)

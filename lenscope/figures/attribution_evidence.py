@@ -1,4 +1,4 @@
-"""Views of the attribution evidence (:mod:`lenscope.jobs.attribution_evidence`): the measure x control table,
+"""Views of the attribution evidence (:mod:`lenscope.jobs.egtp.attribution`): the measure x control table,
 the dataset scatter of one measure, and one prompt's per-token bars."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis.core.metrics import ci_text
-from analysis.egtp.controls import normalise_within_run
+from lenscope.analysis.core.metrics import ci_text
+from lenscope.analysis.egtp.controls import normalise_within_run
 
 MEASURE_LABELS = {"gradient": "gradient norm ||dL/dh_t||", "grad_x_act": "gradient x activation |<g_t, h_t>|",
                   "integrated_gradients": "Integrated Gradients |sum_d IG_t,d|",

@@ -8,8 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis.core.metrics import ci_text
-from analysis.core.verdicts import paired_verdict, too_few_prompts
+from lenscope.analysis.core.metrics import ci_text
+from lenscope.analysis.core.verdicts import paired_verdict, too_few_prompts
 
 
 def token_bars(tokens: Sequence[str], entropy: Sequence[float], importance: Sequence[float],

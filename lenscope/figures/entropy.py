@@ -20,7 +20,7 @@ def entropy_heatmap(table: pd.DataFrame, width: int = 16) -> go.Figure:
 
     The chat template's fixed tokens (system turn, user header: never pooled), the user's prompt and the
     answer each start on a fresh row, labelled by their part; hover shows the token, its position and part,
-    entropy and the top-5 next-token candidates. ``table`` is a :func:`lenscope.jobs.token_view.token_table`.
+    entropy and the top-5 next-token candidates. ``table`` is a :func:`lenscope.jobs.runs.token_view.token_table`.
     """
     if width < 1:
         raise ValueError("width must be positive")

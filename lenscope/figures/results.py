@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis.core.metrics import ci_text
-from analysis.core.verdicts import paired_verdict
-from analysis.results.leaderboard import ALL, scenario_order
+from lenscope.analysis.core.metrics import ci_text
+from lenscope.analysis.core.verdicts import paired_verdict
+from lenscope.analysis.results.leaderboard import ALL, scenario_order
 
 
 def mae_bars(scores: pd.DataFrame, metric: str = "mae") -> go.Figure:

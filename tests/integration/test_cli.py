@@ -56,7 +56,7 @@ def test_bad_arguments_fail_before_any_work(data_dir, tmp_path, capsys, monkeypa
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         assert exit_info.value.code == 2 and message in capsys.readouterr().err, argv
-    from cache.store import Store
+    from lenscope.store.store import Store
 
     assert Store().datasets_frame().empty  # nothing was created
 
@@ -65,8 +65,8 @@ def test_a_missing_predictor_is_named(data_dir):
     import pandas as pd
     import pytest
 
-    from cache.store import Store
-    from lenscope.jobs.serving import PredictorSpec, build_predictor
+    from lenscope.jobs.scheduler.replay import PredictorSpec, build_predictor
+    from lenscope.store.store import Store
 
     trace = pd.DataFrame({"arrival_s": [0.0], "prompt_tokens": [5], "output_tokens": [7], "run_id": [1]})
     with pytest.raises(ValueError, match="no trained predictor with id 99999"):

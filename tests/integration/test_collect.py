@@ -6,17 +6,17 @@ import json
 import pytest
 import torch
 
-from analysis.data.prompts import PromptItem
+from lenscope.analysis.data.prompts import PromptItem
 from lenscope.cli import main
-from lenscope.jobs.collect import collect_dataset
-from lenscope.jobs.generations import (
+from lenscope.jobs.runs.collect import collect_dataset
+from lenscope.jobs.runs.generations import (
     export_generations,
     import_generations,
     read_generations,
     read_header,
     sample_prompts_of,
 )
-from models.engine import GenerationSettings
+from lenscope.models.engine import GenerationSettings
 
 PROMPTS = [PromptItem("Name a fruit.", "user", "a"), PromptItem("Name a planet.", "user", "b"),
            PromptItem("def add(a, b):", "humaneval", "c", "reasoning")]
@@ -87,7 +87,7 @@ def test_generations_round_trip_through_a_file_with_recomputed_features(store, t
     collect_dataset(store, target, "src", PROMPTS, settings, batch_size=3)
     path = tmp_path / "gens.jsonl.gz"
     assert export_generations(store, "src", path) == 3
-    from cache.store import Store
+    from lenscope.store.store import Store
 
     other = Store(url=f"sqlite:///{tmp_path}/other.db", tensor_dir=tmp_path / "other-tensors")
     header, records = read_generations(path)
@@ -163,8 +163,8 @@ def test_a_collection_killed_mid_batch_resumes_without_lost_duplicated_or_damage
     import sys
     import time
 
-    from cache.store import Store
-    from lenscope.jobs.store_check import check_store
+    from lenscope.jobs.runs.store_check import check_store
+    from lenscope.store.store import Store
 
     argv = [sys.executable, "-m", "lenscope", "collect", "--n", "4", "--max-new-tokens", "48", "--batch-size", "1",
             "--dataset", "killed", "--sources", "sharegpt=1", "--max-prompt-chars", "300"]

@@ -112,7 +112,7 @@ def test_each_hostile_file_gets_one_line_and_exit_2(index, data_dir, tmp_path, c
 
 
 def test_generations_files_are_bounded(tmp_path):
-    from lenscope.jobs.generations import read_generations, read_header
+    from lenscope.jobs.runs.generations import read_generations, read_header
 
     bomb = tmp_path / "bomb.jsonl.gz"
     bomb.write_bytes(gzip.compress(b"x" * (40 * 2**20)))  # 40 KB that grow to one 40 MB line

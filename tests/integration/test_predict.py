@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cache.store import Store
 from lenscope.api import load_predictor, predict
 from lenscope.cli import main
-from lenscope.jobs.predict import QUANTILE_COLUMNS
-from lenscope.jobs.predictor_catalog import CATALOG
+from lenscope.jobs.predictors.catalog import CATALOG
+from lenscope.jobs.predictors.predict import QUANTILE_COLUMNS
+from lenscope.store.store import Store
 
 PROMPTS = ["What is 2+2?", "Write a haiku about rain in the city at night.",
            "Explain step by step how the tides of the oceans are caused by the moon and the sun, with examples."]

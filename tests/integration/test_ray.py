@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from analysis.data.prompts import PromptItem
-from cache.store import Store
-from lenscope.jobs.collect import collect_dataset
-from lenscope.jobs.ray_cluster import WORKER_NAME, RayOptions
-from models.engine import GenerationSettings
+from lenscope.analysis.data.prompts import PromptItem
+from lenscope.jobs.runs.collect import collect_dataset
+from lenscope.jobs.runs.ray_cluster import WORKER_NAME, RayOptions
+from lenscope.models.engine import GenerationSettings
+from lenscope.store.store import Store
 
 ray = pytest.importorskip("ray")
 
@@ -106,9 +106,9 @@ def test_collect_command_runs_on_ray(data_dir, local_cluster, capsys):
 def test_a_sweep_on_ray_equals_the_serial_table(tmp_path, local_cluster):
     import pandas as pd
 
-    from lenscope.jobs.grid_sweep import grid_outcomes, grid_table
-    from tests.unit.serving.test_grid_sweep import GRID, TRACE
-    from tests.unit.serving.test_theory import ONE_SERVER
+    from lenscope.jobs.scheduler.grid_sweep import grid_outcomes, grid_table
+    from tests.unit.scheduler.test_grid_sweep import GRID, TRACE
+    from tests.unit.scheduler.test_theory import ONE_SERVER
 
     stores = [Store(url=f"sqlite:///{tmp_path / f'{side}.sqlite'}", tensor_dir=tmp_path / side) for side in "ab"]
     serial = grid_table(GRID, grid_outcomes(stores[0], TRACE, ONE_SERVER, GRID))

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from lenscope.api import load_predictor, predict
-from lenscope.jobs.generations import read_header
-from lenscope.jobs.predictor_catalog import CATALOG
-from lenscope.jobs.runs_table import generations_table
-from lenscope.jobs.shipped_results import shipped_study
-from lenscope.jobs.study import SHIPPED
+from lenscope.jobs.predictors.catalog import CATALOG
+from lenscope.jobs.runs.generations import read_header
+from lenscope.jobs.runs.table import generations_table
+from lenscope.jobs.study.pipeline import SHIPPED
+from lenscope.jobs.study.shipped import shipped_study
 
 KEYS = ["task", "scenario", "prompt_tokens"]
 CHECKED = ("egtp", "max", "plp", "probe", "ssjf-reg", "trail")

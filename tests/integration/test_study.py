@@ -5,17 +5,15 @@ from __future__ import annotations
 import gzip
 import json
 
-import lenscope.jobs.study as study_jobs
-from analysis.core.progress import no_progress
-from analysis.data.prompts import PromptItem
-from cache.store import Store
+import lenscope.jobs.study.pipeline as study_jobs
+from lenscope.analysis.core.progress import no_progress
+from lenscope.analysis.data.prompts import PromptItem
 from lenscope.cli import main
-from lenscope.jobs.claims import CLAIMS_KIND, stored_claims_table
-from lenscope.jobs.collect import CollectReport, collect_dataset
-from lenscope.jobs.datasets import dataset_counts
-from lenscope.jobs.generations import export_generations, read_generations, sample_prompts_of
-from lenscope.jobs.report import study_report
-from lenscope.jobs.study import (
+from lenscope.jobs.results.claims import CLAIMS_KIND, stored_claims_table
+from lenscope.jobs.runs.collect import CollectReport, collect_dataset
+from lenscope.jobs.runs.datasets import dataset_counts
+from lenscope.jobs.runs.generations import export_generations, read_generations, sample_prompts_of
+from lenscope.jobs.study.pipeline import (
     SIZES,
     ShippedSample,
     collection_text,
@@ -23,9 +21,11 @@ from lenscope.jobs.study import (
     study_checklist,
     study_steps,
 )
-from lenscope.jobs.study_results import StoreResults
-from lenscope.jobs.tour import tour
-from models.engine import GenerationSettings
+from lenscope.jobs.study.report import study_report
+from lenscope.jobs.study.results import StoreResults
+from lenscope.jobs.study.tour import tour
+from lenscope.models.engine import GenerationSettings
+from lenscope.store.store import Store
 
 
 def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, monkeypatch, capsys, tmp_path):
@@ -56,7 +56,7 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
         collected.append(out.generated)
         return out
 
-    monkeypatch.setattr("lenscope.jobs.study.collect_requests", spy)
+    monkeypatch.setattr("lenscope.jobs.study.pipeline.collect_requests", spy)
     again = dict(run_study(store, target, "tiny", "tiny"))
     assert collected == []  # every request is stored, so the collection did not run
     done = [n for n in names if statuses[n] == "done"]

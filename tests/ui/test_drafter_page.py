@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from lenscope.app import widgets as ui
-from lenscope.figures.outlets import umap_figure
-from lenscope.jobs.outlets import train_drafter_job, train_probe_job
-from lenscope.jobs.results import compare_predictors
+from lenscope.figures.drafter import umap_figure
+from lenscope.jobs.drafter.training import train_drafter_job, train_probe_job
+from lenscope.jobs.results.leaderboard import compare_predictors
 from tests.apptest import open_page
-from tests.unit.outlets.test_drafter import make_tiny_dataset
+from tests.unit.drafter.test_drafter import make_tiny_dataset
 
 PAGE = "pages/5_Drafter_vs_target.py"
 
@@ -85,7 +85,7 @@ def test_umap_figure_shows_both_representations():
 
 
 def test_browser_shows_drafter_charts(streamlit_server, server_data_dir, page, target, monkeypatch):
-    from cache.store import Store
+    from lenscope.store.store import Store
     from tests.conftest import ARTIFACTS
 
     monkeypatch.setenv("LENSCOPE_DATA_DIR", str(server_data_dir))

@@ -3,12 +3,12 @@ data (AppTest), and one real-browser check of the pooling ablation page."""
 
 import pytest
 
-from analysis.data.prompts import PromptItem
+from lenscope.analysis.data.prompts import PromptItem
 from lenscope.cli import main
-from lenscope.jobs.collect import collect_dataset
-from lenscope.jobs.datasets import dataset_runs
-from lenscope.jobs.egtp import ABLATION_KIND, ATTRIBUTION_KIND, HEAD_VARIANTS, PLP_KIND, STATIC_KIND, train_static
-from models.engine import GenerationSettings
+from lenscope.jobs.egtp.heads import ABLATION_KIND, ATTRIBUTION_KIND, HEAD_VARIANTS, PLP_KIND, STATIC_KIND, train_static
+from lenscope.jobs.runs.collect import collect_dataset
+from lenscope.jobs.runs.datasets import dataset_runs
+from lenscope.models.engine import GenerationSettings
 from tests.apptest import open_page
 
 PROMPTS = ["Say hi.", "Name a color.", "Count to five.", "What is 2+2?", "Write a haiku about rain.",
@@ -25,7 +25,7 @@ def trained_dir(tmp_path_factory, target):
         path = tmp_path_factory.mktemp("egtp-data")
         mp.setenv("LENSCOPE_DATA_DIR", str(path))
         mp.delenv("LENSCOPE_DB_URL", raising=False)
-        from cache.store import Store
+        from lenscope.store.store import Store
 
         collect_dataset(Store(), target, "tiny", [PromptItem(p, "user", f"tiny{i}") for i, p in enumerate(PROMPTS)],
                         GenerationSettings(8, 0.7, 1.0, 0))
@@ -53,7 +53,7 @@ def use_dir(monkeypatch, target):
 def test_cli_trains_and_stores_everything(trained_dir, use_dir):
     path, codes = trained_dir
     use_dir(path)
-    from cache.store import Store
+    from lenscope.store.store import Store
 
     store = Store()
     assert codes == [0, 0, 0, 0]
@@ -123,7 +123,7 @@ def test_pages_render_with_data(trained_dir, use_dir, no_shipped_results):
 
 
 def test_pages_train_button_on_synthetic_dataset(data_dir, use_dir, no_shipped_results):
-    from cache.store import Store
+    from lenscope.store.store import Store
     from tests.egtp_data import synthetic_dataset
 
     use_dir(data_dir)
@@ -135,8 +135,8 @@ def test_pages_train_button_on_synthetic_dataset(data_dir, use_dir, no_shipped_r
 
 
 def test_browser_pooling_ablation(server_data_dir, streamlit_server, page, monkeypatch):
-    from analysis.egtp.training import HeadConfig
-    from cache.store import Store
+    from lenscope.analysis.egtp.training import HeadConfig
+    from lenscope.store.store import Store
     from tests.conftest import ARTIFACTS
     from tests.egtp_data import synthetic_dataset
 

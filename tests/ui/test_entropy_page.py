@@ -3,9 +3,9 @@
 import pytest
 
 from lenscope.figures.entropy import entropy_heatmap
-from lenscope.jobs.runs import generate_cached
-from lenscope.jobs.token_view import token_table
-from models.engine import GenerationSettings
+from lenscope.jobs.runs.generate import generate_cached
+from lenscope.jobs.runs.token_view import token_table
+from lenscope.models.engine import GenerationSettings
 from tests.apptest import open_page
 
 
@@ -88,8 +88,8 @@ def test_browser_types_prompt_and_sees_heatmap(streamlit_server, page):
 
 def test_eight_browser_sessions_generate_and_replay_at_once_without_mixing(streamlit_server, server_data_dir,
                                                                            browser):
-    from benchmarks.browser import drive_sessions
-    from cache.store import Store
+    from lenscope.benchmarks.browser import drive_sessions
+    from lenscope.store.store import Store
 
     prompts = [f"Session {k}: name one {thing}." for k, thing in
                enumerate(["planet", "fruit", "colour", "tree", "river", "metal", "bird", "city"])]

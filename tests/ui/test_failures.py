@@ -15,8 +15,8 @@ def test_a_foreign_database_file_is_named_on_the_page(data_dir):
 
 @pytest.mark.model  # the page loads the embedded model itself
 def test_a_damaged_run_is_said_on_the_token_page_and_the_next_generate_heals_it(data_dir):
-    from cache.store import Store
-    from lenscope.jobs.store_check import check_store
+    from lenscope.jobs.runs.store_check import check_store
+    from lenscope.store.store import Store
 
     at = open_page("pages/1_Token_entropy.py").run()
     at.text_area(key="entropy_prompt").input("What is 2+2?")

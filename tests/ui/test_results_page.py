@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.data.prompts import PromptItem
-from analysis.results.leaderboard import (
+from lenscope.analysis.data.prompts import PromptItem
+from lenscope.analysis.results.leaderboard import (
     ALL,
     REFERENCE,
     cell_rows,
@@ -24,7 +24,7 @@ from lenscope.figures.results import (
     mae_bars,
     pred_true_heatmap,
 )
-from lenscope.jobs.datasets import dataset_runs
+from lenscope.jobs.runs.datasets import dataset_runs
 from tests.apptest import open_page
 
 PAGE = "pages/7_Results.py"
@@ -33,8 +33,8 @@ PAGE = "pages/7_Results.py"
 def seed_store(store, target, dataset: str = "bench") -> pd.DataFrame:
     """Eight real short runs (two scenarios) and three predictors with known errors:
     ``close`` (true + 2), ``flat`` (always 50) and a dynamic ``steps`` predictor (steps 0..2, exact)."""
-    from lenscope.jobs.collect import collect_dataset
-    from models.engine import GenerationSettings
+    from lenscope.jobs.runs.collect import collect_dataset
+    from lenscope.models.engine import GenerationSettings
 
     prompts = [PromptItem(f"Count from one to {k + 1}.", "user", f"q{k}", "chat" if k % 2 else "reasoning")
                for k in range(8)]  # tasks q0..q7: 4 train, 2 val, 2 test
@@ -112,8 +112,8 @@ def test_page_without_dataset(data_dir, no_shipped_results):
 
 
 def test_page_with_dataset_but_no_predictor(store, target, no_shipped_results):
-    from lenscope.jobs.collect import collect_dataset
-    from models.engine import GenerationSettings
+    from lenscope.jobs.runs.collect import collect_dataset
+    from lenscope.models.engine import GenerationSettings
 
     collect_dataset(store, target, "empty", [PromptItem("Hi.", "user", "x")], GenerationSettings(3), layers=[])
     at = open_page(PAGE).run()
@@ -161,7 +161,7 @@ def test_page_with_data_links_numbers_to_runs(store, target, no_shipped_results)
 
 
 def test_browser_results_page(streamlit_server, server_data_dir, page, target):
-    from cache.store import Store
+    from lenscope.store.store import Store
     from tests.conftest import ARTIFACTS
 
     seed_store(Store(f"sqlite:///{server_data_dir / 'lenscope.db'}", server_data_dir / "tensors"), target, "browser")

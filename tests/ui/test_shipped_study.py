@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lenscope.jobs.shipped_results import shipped_study
+from lenscope.jobs.study.shipped import shipped_study
 from tests.apptest import open_page
 
 LABEL = "Shipped results of the 3,014-run study"
@@ -54,7 +54,7 @@ def test_results_page_shows_the_claims_and_the_test_split_scores(data_dir):
 def test_a_study_in_the_store_replaces_the_shipped_one(store):
     from types import SimpleNamespace
 
-    from lenscope.jobs.shipped_results import shipped_for
+    from lenscope.jobs.study.shipped import shipped_for
 
     assert shipped_for(store) is not None
     target = SimpleNamespace(key="k", source=SimpleNamespace(spec="embedded:smollm2-135m-instruct", gguf_file=""),
@@ -86,7 +86,7 @@ BROWSER_PAGES = {  # path -> (heading, a text of the shipped study the page show
 
 @pytest.mark.model  # the home, Token entropy and Drafter pages load the embedded model
 def test_browser_fresh_clone_opens_on_the_study_and_predicts_a_typed_prompt(fresh_server, page):
-    from benchmarks.browser import settle
+    from lenscope.benchmarks.browser import settle
     from tests.conftest import ARTIFACTS
 
     for path, (heading, shipped_text) in BROWSER_PAGES.items():
@@ -115,7 +115,7 @@ def test_browser_fresh_clone_opens_on_the_study_and_predicts_a_typed_prompt(fres
 def test_a_changed_or_missing_results_file_is_refused_with_how_to_restore_it(tmp_path):
     import shutil
 
-    from lenscope.jobs.shipped_results import RESULTS_DIR
+    from lenscope.jobs.study.shipped import RESULTS_DIR
 
     root = tmp_path / "results"
     shutil.copytree(RESULTS_DIR, root)

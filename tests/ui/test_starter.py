@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from benchmarks.browser import settle
 from lenscope.app.background import get_job, start_job
+from lenscope.benchmarks.browser import settle
 
 PAGES = {"Token_entropy": "Token entropy", "Attribution": "Attribution", "Remaining_length": "Remaining length",
          "Pooling_ablation": "Pooling ablation", "Drafter_vs_target": "Drafter vs target",

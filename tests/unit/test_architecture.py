@@ -1,6 +1,6 @@
 """The dependency rules of the README, read from the imports of every module (function-level ones too):
-models and analysis are pure computation, cache is the store, lenscope holds jobs / CLI / figures / app glue,
-pages only draw; no import cycles anywhere."""
+lenscope.models and lenscope.analysis are pure computation, lenscope.store (folder cache/) is the store and knows
+neither, the rest of lenscope holds jobs / CLI / figures / app glue, pages only draw; no import cycles anywhere."""
 
 from __future__ import annotations
 
@@ -10,19 +10,28 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("analysis", "models", "cache", "lenscope")
-INTERNAL = (*PACKAGES, "pages", "app")
+# Where each importable package lives in the repository (pyproject's package-dir: only `lenscope` installs).
+FOLDERS = {"lenscope.analysis": "analysis", "lenscope.models": "models", "lenscope.store": "cache",
+           "lenscope": "lenscope"}
+LOWER = ("lenscope.analysis", "lenscope.models", "lenscope.store")
+INTERNAL = ("lenscope", "pages", "app")
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+def _module_name(package: str, folder: Path, path: Path) -> str:
+    parts = [package, *path.relative_to(folder).with_suffix("").parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _sources() -> dict[str, Path]:
-    files = [p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")]
-    files += list((REPO / "pages").glob("*.py")) + [REPO / "app.py"]
-    return {_module_name(p): p for p in files}
+    found = {}
+    for package, folder in FOLDERS.items():
+        found |= {_module_name(package, REPO / folder, p): p for p in (REPO / folder).rglob("*.py")}
+    found |= {f"pages.{p.stem}": p for p in (REPO / "pages").glob("*.py")}
+    return found | {"app": REPO / "app.py"}
+
+
+def _under(imp: str, *prefixes: str) -> bool:
+    return any(imp == p or imp.startswith(p + ".") for p in prefixes)
 
 
 SOURCES = _sources()
@@ -52,23 +61,25 @@ def _violations(prefix: str, forbidden) -> list[str]:
                   if name == prefix or name.startswith(prefix + ".") for imp in imps if forbidden(imp))
 
 
-def _under(imp: str, *prefixes: str) -> bool:
-    return any(imp == p or imp.startswith(p + ".") for p in prefixes)
+def _app_layer(imp: str) -> bool:
+    """``lenscope`` itself: jobs, CLI, figures, app glue (not the three packages below it)."""
+    return _under(imp, "lenscope") and not _under(imp, *LOWER)
 
 
 @pytest.mark.parametrize("layer, forbidden", [
-    ("models", ("analysis", "cache", "lenscope", "pages", "streamlit")),
-    ("analysis", ("cache", "lenscope", "pages", "streamlit")),
-    ("cache", ("analysis", "lenscope", "pages", "streamlit")),
+    ("lenscope.models", ("lenscope.analysis", "lenscope.store", "pages", "streamlit")),
+    ("lenscope.analysis", ("lenscope.store", "pages", "streamlit")),
+    ("lenscope.store", ("lenscope.analysis", "lenscope.models", "pages", "streamlit")),
     ("lenscope", ("pages",)),
 ])
 def test_layers_import_only_downwards(layer, forbidden):
-    assert _violations(layer, lambda imp: _under(imp, *forbidden)) == []
+    upward = _app_layer if layer in LOWER else (lambda imp: False)
+    assert _violations(layer, lambda imp: _under(imp, *forbidden) or upward(imp)) == []
 
 
 def test_only_app_glue_imports_streamlit():
     outside = [v for v in _violations("lenscope", lambda imp: _under(imp, "streamlit"))
-               if not v.startswith("lenscope.app")]
+               if not v.startswith(("lenscope.app", "lenscope.benchmarks"))]
     assert outside == []
 
 
@@ -77,7 +88,7 @@ def test_figures_draw_without_the_store():
 
 
 def test_serving_simulation_needs_no_torch():
-    assert _violations("analysis.serving", lambda imp: _under(imp, "torch")) == []
+    assert _violations("lenscope.analysis.scheduler", lambda imp: _under(imp, "torch")) == []
 
 
 def test_pages_import_only_app_glue_jobs_and_figures():
@@ -114,6 +125,16 @@ def test_no_import_cycles():
 
 def test_the_rules_see_real_imports():
     """The checks above are not vacuous: known edges are found."""
-    assert "models.target" in IMPORTS["models.engine"]
-    assert "cache.store" in IMPORTS["lenscope.jobs.collect"]
+    assert "lenscope.models.target" in IMPORTS["lenscope.models.engine"]
+    assert "lenscope.store.store" in IMPORTS["lenscope.jobs.runs.collect"]
     assert any(_under(imp, "lenscope.app") for imp in IMPORTS["app"])
+
+
+def test_the_wheel_lists_every_package():
+    """pyproject names each package (package-dir maps the card's folders under ``lenscope``): none is left out."""
+    import tomllib
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"] == {**FOLDERS, "lenscope": "lenscope"}
+    tree = {_module_name(package, REPO / folder, init) for package, folder in FOLDERS.items()
+            for init in (REPO / folder).rglob("__init__.py")}
+    assert sorted(config["packages"]) == sorted(tree)

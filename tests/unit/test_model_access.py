@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from lenscope.app.model_access import browser_source
-from models.sources import ModelSource
+from lenscope.models.sources import ModelSource
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_a_symlink_named_like_a_cached_hub_id_that_leads_outside_is_refused(root
 
 def test_a_hub_source_whose_name_appeared_locally_is_not_loaded(roots, monkeypatch):
     """Between the check and the load a folder of the hub id's name appears: the load refuses it."""
-    from models.target import TargetModel
+    from lenscope.models.target import TargetModel
 
     _, outside = roots
     source = browser_source("owner/name", [])

@@ -12,7 +12,7 @@ import pytest
 
 from lenscope.cli import build_parser, main
 from lenscope.cli._common import Number
-from models.numbers import NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, Range
+from lenscope.models.numbers import NON_NEGATIVE, POSITIVE, POSITIVE_INT, SEED, Range
 
 # --- the ranges themselves -------------------------------------------------------------------------------------
 
@@ -65,7 +65,7 @@ def test_check_takes_numpy_numbers():
                                           ("top_p", 2.0), ("top_p", 0.0), ("max_new_tokens", 0),
                                           ("max_new_tokens", 8.0), ("seed", 1.5), ("seed", -1)])
 def test_generation_settings_refuse_what_the_sampler_cannot_take(field, value):
-    from models.engine import GenerationSettings
+    from lenscope.models.engine import GenerationSettings
 
     with pytest.raises(ValueError, match=f"^{field} must be "):
         GenerationSettings(**{field: value})
@@ -76,7 +76,7 @@ def test_generation_settings_refuse_what_the_sampler_cannot_take(field, value):
                                           ("n_decode", 2.5), ("kv_capacity_tokens", math.inf), ("seed", -3),
                                           ("preempt_limit", math.nan), ("hash_block_tokens", 0)])
 def test_sim_config_refuses_numbers_out_of_range(field, value):
-    from analysis.serving.engine import SimConfig
+    from lenscope.analysis.scheduler.engine import SimConfig
 
     with pytest.raises(ValueError, match=f"^{field} must be "):
         SimConfig(**{field: value})
@@ -85,7 +85,7 @@ def test_sim_config_refuses_numbers_out_of_range(field, value):
 @pytest.mark.parametrize("field, value", [("constant", math.nan), ("constant", 0.5), ("mae", -1.0),
                                           ("mae", math.inf), ("seed", -1), ("predictor_id", 1.5)])
 def test_predictor_spec_refuses_numbers_out_of_range(field, value):
-    from lenscope.jobs.serving import PredictorSpec
+    from lenscope.jobs.scheduler.replay import PredictorSpec
 
     with pytest.raises(ValueError, match=f"^{field} must be "):
         PredictorSpec(**{field: value})
@@ -94,7 +94,7 @@ def test_predictor_spec_refuses_numbers_out_of_range(field, value):
 @pytest.mark.parametrize("phase, key, value", [("prefill", "a", -1.0), ("decode", "c", math.nan),
                                                ("decode", "d", math.inf), ("prefill", "b", "0.1")])
 def test_a_cost_model_refuses_negative_or_non_finite_coefficients_by_key(phase, key, value):
-    from analysis.serving.cost_model import DEFAULT_COST, CostModel, LinearCost
+    from lenscope.analysis.scheduler.cost_model import DEFAULT_COST, CostModel, LinearCost
 
     data = DEFAULT_COST.to_dict()
     data[phase][key] = value
@@ -110,15 +110,15 @@ def test_a_cost_model_refuses_negative_or_non_finite_coefficients_by_key(phase, 
 @pytest.mark.parametrize("data", [[1, 2], {"prefill": {}}, {"prefill": {"a": 1, "b": 0, "c": 0, "d": 0, "e": 1},
                                                              "decode": {"a": 1, "b": 0, "c": 0, "d": 0}}])
 def test_a_cost_model_of_the_wrong_shape_is_a_clear_error(data):
-    from analysis.serving.cost_model import CostModel
+    from lenscope.analysis.scheduler.cost_model import CostModel
 
     with pytest.raises(ValueError, match="coefficients a, b, c, d"):
         CostModel.from_dict(data)
 
 
 def test_the_apps_comma_separated_fields_refuse_nan_and_infinity():
-    from lenscope.jobs.qps_sweep import parse_qps
-    from lenscope.jobs.serving import parse_maes
+    from lenscope.jobs.scheduler.qps_sweep import parse_qps
+    from lenscope.jobs.scheduler.replay import parse_maes
 
     for text in ("nan", "1, inf", "0", "-2"):
         with pytest.raises(ValueError, match="QPS values: expected comma-separated numbers, each a positive"):
@@ -131,7 +131,7 @@ def test_the_apps_comma_separated_fields_refuse_nan_and_infinity():
 
 
 def test_a_dataset_trace_needs_a_positive_qps(store):
-    from lenscope.jobs.serving import dataset_trace
+    from lenscope.jobs.scheduler.replay import dataset_trace
 
     for qps in (0.0, math.nan, -1.0):
         with pytest.raises(ValueError, match="qps must be a positive finite number"):
@@ -189,7 +189,7 @@ def test_a_hostile_number_is_one_line_and_exit_2_before_any_work(argv, message, 
 @pytest.mark.parametrize("bad, key", [({"a": -1}, "prefill.a"), ({"a": math.nan}, "prefill.a"),
                                       ({"d": math.inf}, "prefill.d")])
 def test_a_hostile_cost_json_names_its_file_and_key(bad, key, data_dir, tmp_path, capsys):
-    from analysis.serving.cost_model import DEFAULT_COST
+    from lenscope.analysis.scheduler.cost_model import DEFAULT_COST
 
     trace = tmp_path / "trace.csv"
     trace.write_text("arrival,prompt_tokens,output_tokens\n0,10,5\n0.5,20,7\n")

@@ -5,12 +5,13 @@ import sys
 
 import pytest
 
-from lenscope.jobs import ray_cluster
-from lenscope.jobs.ray_cluster import RayOptions
+from lenscope.jobs.runs import ray_cluster
+from lenscope.jobs.runs.ray_cluster import RayOptions
 
 
 def test_nothing_imports_ray_without_the_flag():
-    code = ("import sys, lenscope.cli, lenscope.jobs.collect, lenscope.jobs.study, lenscope.jobs.qps_sweep; "
+    code = ("import sys, lenscope.cli, lenscope.jobs.runs.collect, lenscope.jobs.study.pipeline, "
+            "lenscope.jobs.scheduler.qps_sweep; "
             "sys.exit('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 

@@ -7,23 +7,23 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.baselines.ltr import (
+from lenscope.analysis.baselines.ltr import (
     QuantileMap,
     listmle_loss,
     pairwise_loss,
     ranking_scores,
     train_ranker,
 )
-from analysis.baselines.pia import TOKENS_PER_WORD, parse_length_answer
-from analysis.baselines.proxy import (
+from lenscope.analysis.baselines.pia import TOKENS_PER_WORD, parse_length_answer
+from lenscope.analysis.baselines.proxy import (
     bucket_predict,
     equal_width_bins,
     train_bucket_classifier,
     train_regressor,
 )
-from analysis.baselines.trail import train_trail
-from analysis.core.metrics import kendall_tau
-from analysis.egtp.training import HeadConfig
+from lenscope.analysis.baselines.trail import train_trail
+from lenscope.analysis.core.metrics import kendall_tau
+from lenscope.analysis.egtp.training import HeadConfig
 
 
 @pytest.fixture(scope="module")
@@ -131,16 +131,16 @@ def test_pia_estimates_beat_constant_on_junky_answers(signal):
 def test_baseline_jobs_train_cache_and_register(store, target, monkeypatch):
     """Every baseline on a tiny real dataset: predictions for every run, artifacts, cached embeddings and
     PiA answers (a second run loads neither the encoder nor asks the model again)."""
-    from analysis.data.prompts import PromptItem
-    from lenscope.jobs import baselines as baseline_jobs
-    from lenscope.jobs.baselines import (
+    from lenscope.analysis.data.prompts import PromptItem
+    from lenscope.jobs.predictors import baselines as baseline_jobs
+    from lenscope.jobs.predictors.baselines import (
         BASELINES,
         BaselineConfig,
         train_baselines,
     )
-    from lenscope.jobs.collect import collect_dataset
-    from lenscope.jobs.results import benchmark_frame
-    from models.engine import GenerationSettings
+    from lenscope.jobs.results.leaderboard import benchmark_frame
+    from lenscope.jobs.runs.collect import collect_dataset
+    from lenscope.models.engine import GenerationSettings
 
     prompts = [PromptItem(f"Name {k} {thing}.", "user", f"{k}{thing}") for k in ("one", "two", "three")
                for thing in ("fruits", "planets", "colours", "rivers")]

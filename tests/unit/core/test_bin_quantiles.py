@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.core.soft_label_head import LengthBins, bin_quantiles
+from lenscope.analysis.core.soft_label_head import LengthBins, bin_quantiles
 
 # Inner edges 10, 20, 30 and centres in the middle of each bin: the closed edges are 0, 10, 20, 30, 40.
 BINS = LengthBins(torch.tensor([10.0, 20.0, 30.0]), torch.tensor([5.0, 15.0, 25.0, 35.0]))

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.core.metrics import clipped_errors, clipped_mae
-from analysis.core.soft_label_head import SoftLabelHead, log_bins, soft_label_loss
-from analysis.egtp.training import HeadConfig, predict, train_head
+from lenscope.analysis.core.metrics import clipped_errors, clipped_mae
+from lenscope.analysis.core.soft_label_head import SoftLabelHead, log_bins, soft_label_loss
+from lenscope.analysis.egtp.training import HeadConfig, predict, train_head
 
 
 def test_clipped_errors_credit_predictions_at_or_above_the_cap():

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.core.metrics import bootstrap_ratio, mae, mae_by_step
+from lenscope.analysis.core.metrics import bootstrap_ratio, mae, mae_by_step
 
 
 def test_mae_and_errors():
@@ -20,7 +20,7 @@ def test_mae_by_step():
 
 
 def test_bootstrap_mae_brackets_the_estimate_and_resamples_prompts_together():
-    from analysis.core.metrics import bootstrap_mae
+    from lenscope.analysis.core.metrics import bootstrap_mae
 
     rng = np.random.default_rng(0)
     true = rng.integers(10, 500, 200).astype(float)
@@ -36,7 +36,7 @@ def test_bootstrap_mae_brackets_the_estimate_and_resamples_prompts_together():
 
 
 def test_paired_difference_finds_a_real_gap_and_not_a_fake_one():
-    from analysis.core.metrics import paired_mae_difference
+    from lenscope.analysis.core.metrics import paired_mae_difference
 
     rng = np.random.default_rng(1)
     true = rng.integers(10, 500, 300).astype(float)
@@ -50,7 +50,7 @@ def test_paired_difference_finds_a_real_gap_and_not_a_fake_one():
 
 
 def test_constant_reference_is_the_per_step_train_median_of_remaining_length():
-    from analysis.results.leaderboard import REFERENCE, constant_predictions, paired_vs_reference
+    from lenscope.analysis.results.leaderboard import REFERENCE, constant_predictions, paired_vs_reference
 
     runs = pd.DataFrame({"run_id": [1, 2, 3, 4, 5], "prompt_id": [1, 2, 3, 4, 5], "scenario": "chat",
                          "output_tokens": [10, 30, 50, 200, 20], "split": ["train"] * 4 + ["test"]})

@@ -1,6 +1,6 @@
 """Progress labels: a phase plus live details; bars, rates and ETAs follow the phase."""
 
-from analysis.core.progress import PhaseClock, label_phase, with_details
+from lenscope.analysis.core.progress import PhaseClock, label_phase, with_details
 from lenscope.cli._common import PhaseBars
 
 
@@ -25,7 +25,7 @@ def test_phase_bars_keep_one_bar_while_details_change_and_a_new_one_per_phase():
 
 def test_phase_clock_measures_each_phase_from_its_first_report(monkeypatch):
     now = [100.0]
-    monkeypatch.setattr("analysis.core.progress.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("lenscope.analysis.core.progress.time.monotonic", lambda: now[0])
     clock = PhaseClock()
     clock.update(10, "load · runs")
     assert clock.eta(10, 100) is None  # nothing measured yet

@@ -11,8 +11,8 @@ import threading
 import numpy as np
 import pytest
 
-from analysis.core import safe_files
-from analysis.core.safe_files import (
+from lenscope.analysis.core import safe_files
+from lenscope.analysis.core.safe_files import (
     MAX_COLUMNS,
     MIN_DISK_BYTES,
     LimitError,

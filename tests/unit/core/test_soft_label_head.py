@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.core.soft_label_head import SoftLabelHead, log_bins, normalized_mse, soft_label_loss, soft_labels
-from analysis.egtp.training import HeadConfig, load_head, predict, save_head, train_head
+from lenscope.analysis.core.soft_label_head import SoftLabelHead, log_bins, normalized_mse, soft_label_loss, soft_labels
+from lenscope.analysis.egtp.training import HeadConfig, load_head, predict, save_head, train_head
 
 
 def test_soft_labels_match_formula():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.core.metrics import seeded_bootstrap
-from analysis.core.verdicts import (
+from lenscope.analysis.core.metrics import seeded_bootstrap
+from lenscope.analysis.core.verdicts import (
     CONTRADICTED,
     INCONCLUSIVE,
     MIN_PROMPTS,

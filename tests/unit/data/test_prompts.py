@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.data.prompts import complete_json_objects, humaneval_prompts, sample_prompts, sharegpt_first_turns
+from lenscope.analysis.data.prompts import complete_json_objects, humaneval_prompts, sample_prompts, sharegpt_first_turns
 
 
 def test_truncated_json_array_keeps_complete_objects():

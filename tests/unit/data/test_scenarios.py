@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.data.scenarios import (
+from lenscope.analysis.data.scenarios import (
     LONG_FOOTER,
     LONG_HEADER,
     SCENARIO_SAMPLING,
@@ -77,7 +77,7 @@ def cli_target(target, monkeypatch):
 
 
 def test_collect_rl_scenario_samples_each_prompt_four_times(data_dir, cli_target):
-    from cache.store import Store
+    from lenscope.store.store import Store
 
     assert main(["collect", "--scenario", "rl", "--n", "1", "--max-new-tokens", "3", "--dataset", "rl"]) == 0
     store = Store()
@@ -88,7 +88,7 @@ def test_collect_rl_scenario_samples_each_prompt_four_times(data_dir, cli_target
 
 
 def test_collect_long_scenario_respects_the_token_budget(data_dir, cli_target):
-    from cache.store import Store
+    from lenscope.store.store import Store
 
     assert main(["collect", "--scenario", "long", "--n", "1", "--max-new-tokens", "2", "--dataset", "long",
                  "--max-prompt-tokens", "400"]) == 0

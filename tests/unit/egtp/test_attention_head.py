@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from analysis.core.soft_label_head import log_bins
-from analysis.egtp.attention_head import AttentionPoolingHead, pad_runs, predict_runs, train_attention_head
-from analysis.egtp.training import HeadConfig
+from lenscope.analysis.core.soft_label_head import log_bins
+from lenscope.analysis.egtp.attention_head import AttentionPoolingHead, pad_runs, predict_runs, train_attention_head
+from lenscope.analysis.egtp.training import HeadConfig
 
 
 def _runs(n: int = 6, d: int = 4) -> list[torch.Tensor]:

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.core.soft_label_head import SoftLabelHead, log_bins, normalized_mse
-from analysis.egtp.attribution import entropy_importance_correlation, model_importance, pooled_importance
-from analysis.egtp.pooling import entropy_weights
+from lenscope.analysis.core.soft_label_head import SoftLabelHead, log_bins, normalized_mse
+from lenscope.analysis.egtp.attribution import entropy_importance_correlation, model_importance, pooled_importance
+from lenscope.analysis.egtp.pooling import entropy_weights
 
 
 def _tiny_head(d: int = 5) -> SoftLabelHead:
@@ -20,7 +20,7 @@ def _tiny_head(d: int = 5) -> SoftLabelHead:
 def test_pooled_importance_matches_finite_differences(pooling):
     head = _tiny_head().double()
     hidden, entropy, y = torch.randn(6, 5, dtype=torch.float64), torch.rand(6) * 3, 40.0
-    from analysis.egtp.pooling import pool
+    from lenscope.analysis.egtp.pooling import pool
 
     def loss(h):
         with torch.no_grad():

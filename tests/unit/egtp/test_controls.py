@@ -4,8 +4,8 @@ correlation, per-run correlations, the permutation null, and the run-clustered c
 import numpy as np
 import pytest
 
-from analysis.core.metrics import bootstrap_correlation
-from analysis.egtp.controls import (
+from lenscope.analysis.core.metrics import bootstrap_correlation
+from lenscope.analysis.egtp.controls import (
     RunTokens,
     content_tokens,
     normalise_within_run,

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis.core.soft_label_head import SoftLabelHead
-from analysis.egtp.attention_head import predict_runs, train_attention_head
-from analysis.egtp.evidence import (
+from lenscope.analysis.core.soft_label_head import SoftLabelHead
+from lenscope.analysis.egtp.attention_head import predict_runs, train_attention_head
+from lenscope.analysis.egtp.evidence import (
     COLUMNS,
     CONTROLS,
     PARTIAL,
@@ -18,7 +18,7 @@ from analysis.egtp.evidence import (
     positive_control,
     verdict,
 )
-from analysis.egtp.training import HeadConfig, train_head
+from lenscope.analysis.egtp.training import HeadConfig, train_head
 
 TEMPLATE = torch.tensor([2.9, 0.1, 2.8])  # a fixed system turn, two high-entropy tokens in it
 STATS = {"n_boot": 200, "n_perm": 100, "ig_steps": 16}

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.egtp.training import HeadConfig
+from lenscope.analysis.egtp.training import HeadConfig
 from lenscope.cli import main
-from lenscope.jobs import attribution_evidence as job
-from lenscope.jobs.egtp import train_static
+from lenscope.jobs.egtp import attribution as job
+from lenscope.jobs.egtp.heads import train_static
 from tests.egtp_data import SYNTHETIC_LAYER, synthetic_dataset
 
 

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from analysis.core.soft_label_head import SoftLabelHead, log_bins, normalized_mse
-from analysis.egtp.attention_head import AttentionPoolingHead
-from analysis.egtp.importance import head_importances
-from analysis.egtp.pooling import pool
+from lenscope.analysis.core.soft_label_head import SoftLabelHead, log_bins, normalized_mse
+from lenscope.analysis.egtp.attention_head import AttentionPoolingHead
+from lenscope.analysis.egtp.importance import head_importances
+from lenscope.analysis.egtp.pooling import pool
 
 BINS = log_bins([5, 12, 30, 60, 100], k=5)
 Y, EPS = 40.0, 1e-6

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from analysis.egtp.plp import (
+from lenscope.analysis.egtp.plp import (
     EVAL_STEPS,
     plp_inputs,
     plp_steps,
@@ -11,11 +11,11 @@ from analysis.egtp.plp import (
     training_steps,
     visible_positions,
 )
-from analysis.egtp.pooling import pool
-from analysis.egtp.training import HeadConfig
-from lenscope.jobs.datasets import dataset_runs
-from lenscope.jobs.egtp import PLP_KIND, feature_table, train_plp
-from lenscope.jobs.features import run_features
+from lenscope.analysis.egtp.pooling import pool
+from lenscope.analysis.egtp.training import HeadConfig
+from lenscope.jobs.egtp.heads import PLP_KIND, feature_table, train_plp
+from lenscope.jobs.runs.datasets import dataset_runs
+from lenscope.jobs.runs.features import run_features
 from tests.egtp_data import SYNTHETIC_LAYER, synthetic_dataset
 
 

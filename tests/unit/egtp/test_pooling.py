@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from analysis.egtp.pooling import POOLINGS, entropy_weights, pool, prefix_pool
+from lenscope.analysis.egtp.pooling import POOLINGS, entropy_weights, pool, prefix_pool
 
 
 def test_weights_are_softmax_of_entropy_over_alpha():

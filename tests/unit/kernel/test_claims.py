@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.core.splits import fold_of
+from lenscope.analysis.core.splits import fold_of
 from lenscope.cli import main
-from lenscope.jobs import crossval, cv_learners
-from lenscope.jobs.claims import CLAIMS_KIND, claims_markdown, claims_report, stored_claims_table
-from lenscope.jobs.crossval import Fold, cv_runs, oof_predictions
-from lenscope.jobs.cv_learners import ATTENTION, CONSTANT, median_constant, static_name
+from lenscope.jobs.results import crossval, cv_learners
+from lenscope.jobs.results.claims import CLAIMS_KIND, claims_markdown, claims_report, stored_claims_table
+from lenscope.jobs.results.crossval import Fold, cv_runs, oof_predictions
+from lenscope.jobs.results.cv_learners import ATTENTION, CONSTANT, median_constant, static_name
 from tests.egtp_data import SYNTHETIC_LAYER, synthetic_dataset
 
 L = SYNTHETIC_LAYER

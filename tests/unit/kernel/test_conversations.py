@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 
-from analysis.core.splits import (
+from lenscope.analysis.core.splits import (
     FOLDS,
     MIN_CONTAINED_WORDS,
     conversation_id,
@@ -20,7 +20,7 @@ from analysis.core.splits import (
     split_of,
     task_key,
 )
-from cache.settings import REPO_ROOT
+from lenscope.store.settings import REPO_ROOT
 
 STUDY = REPO_ROOT / "data" / "generations" / "study-generations.jsonl.gz"
 

@@ -9,18 +9,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from analysis.serving.external_predictions import (
+from lenscope.analysis.scheduler.external_predictions import (
     MIN_TAU_PAIRS,
     PredictionPairs,
     evaluate_predictions,
     load_predictions_file,
 )
-from cache.store import NewRun
 from lenscope.cli import main
-from lenscope.jobs.predict import predict_prompts, read_prompts
-from lenscope.jobs.runs import generate_cached
-from lenscope.jobs.serving import dataset_trace
-from models.engine import GenerationSettings
+from lenscope.jobs.predictors.predict import predict_prompts, read_prompts
+from lenscope.jobs.runs.generate import generate_cached
+from lenscope.jobs.scheduler.replay import dataset_trace
+from lenscope.models.engine import GenerationSettings
+from lenscope.store.store import NewRun
 from tests.fakes import fake_generation, fake_target
 
 SURROGATE = "the prompt holds a lone surrogate (U+D800) at character {}: not valid Unicode text"

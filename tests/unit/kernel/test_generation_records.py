@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import func, select
 
-from cache.schema import Dataset, DatasetRun, ModelRecord, Prompt, Run
 from lenscope.cli import main
-from lenscope.jobs.generation_records import check_generations
-from lenscope.jobs.generations import FORMAT
-from models.target import lone_surrogate
+from lenscope.jobs.runs.generation_records import check_generations
+from lenscope.jobs.runs.generations import FORMAT
+from lenscope.models.target import lone_surrogate
+from lenscope.store.schema import Dataset, DatasetRun, ModelRecord, Prompt, Run
 
 MODEL = "embedded:smollm2-135m-instruct"
 END = 2  # the fake model's end-of-turn id
@@ -55,7 +55,7 @@ def _write(path, records, header=HEADER):
 
 
 def _store_rows() -> tuple[int, ...]:
-    from cache.store import Store
+    from lenscope.store.store import Store
 
     with Store().session() as s:
         return tuple(s.scalar(select(func.count()).select_from(t)) for t in (ModelRecord, Prompt, Run, Dataset,
@@ -165,7 +165,7 @@ def test_valid_records_pass_and_every_failure_is_counted():
 def test_the_shipped_generations_pass_the_checks_on_the_embedded_model(target):
     from pathlib import Path
 
-    from lenscope.jobs.generations import read_generations
+    from lenscope.jobs.runs.generations import read_generations
 
     path = Path(__file__).resolve().parents[3] / "data" / "generations" / "sharegpt500-cap1024-seed0.jsonl.gz"
     header, records = read_generations(path)

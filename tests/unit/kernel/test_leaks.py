@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 import torch
 
-from analysis.core.splits import split_of, task_key
-from analysis.data.scenarios import reasoning_prompts, rl_prompts
-from analysis.egtp.pooling import POOLINGS
-from cache.store import NewRun, Store, StoredRun
-from lenscope.jobs.datasets import dataset_counts, dataset_runs
-from lenscope.jobs.features import compute_run_features
-from lenscope.jobs.serving import check_out_of_sample, dataset_trace
+from lenscope.analysis.core.splits import split_of, task_key
+from lenscope.analysis.data.scenarios import reasoning_prompts, rl_prompts
+from lenscope.analysis.egtp.pooling import POOLINGS
+from lenscope.jobs.runs.datasets import dataset_counts, dataset_runs
+from lenscope.jobs.runs.features import compute_run_features
+from lenscope.jobs.scheduler.replay import check_out_of_sample, dataset_trace
+from lenscope.store.store import NewRun, Store, StoredRun
 from tests.fakes import fake_generation, fake_target
 
 TASKS = [("sharegpt", f"conv{i}", f"Question number {i}?") for i in range(60)]

@@ -14,8 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lenscope.jobs.predict import QUANTILE_COLUMNS, LengthPredictor, Prefill, read_prompts
-from lenscope.jobs.predictor_catalog import (
+from lenscope.jobs.predictors.catalog import (
     CATALOG,
     MANIFEST,
     SHIPPED_DIR,
@@ -26,7 +25,8 @@ from lenscope.jobs.predictor_catalog import (
     shipped_predictor,
     shipped_summary,
 )
-from models.target import SequenceFeatures
+from lenscope.jobs.predictors.predict import QUANTILE_COLUMNS, LengthPredictor, Prefill, read_prompts
+from lenscope.models.target import SequenceFeatures
 
 STUDY = ["egtp", "mean", "max", "last", "plp", "probe", "drafter", "constant"]  # the study's own predictors
 SOFT = ["egtp", "mean", "max", "last", "plp"]

@@ -9,11 +9,10 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from cache.store import NewRun, Store
 from lenscope.cli import main
-from lenscope.jobs.datasets import dataset_runs
-from lenscope.jobs.generations import export_generations
-from lenscope.jobs.runs_table import (
+from lenscope.jobs.runs.datasets import dataset_runs
+from lenscope.jobs.runs.generations import export_generations
+from lenscope.jobs.runs.table import (
     COLUMNS,
     FILE_IDS,
     STORE_IDS,
@@ -23,6 +22,7 @@ from lenscope.jobs.runs_table import (
     runs_table,
     to_hf_dataset,
 )
+from lenscope.store.store import NewRun, Store
 from tests.fakes import fake_generation, fake_target
 
 LONG = "please explain how the tax brackets of this country work for a new resident"
@@ -63,7 +63,7 @@ def test_a_generations_file_gives_the_split_the_store_gives_the_same_runs(store,
     path = tmp_path / "d.jsonl.gz"
     export_generations(store, "d", path)
     stored = runs_table(store, "d")
-    monkeypatch.setattr("lenscope.jobs.runs_table.answer_tokenizer",
+    monkeypatch.setattr("lenscope.jobs.runs.table.answer_tokenizer",
                         lambda header: pytest.fail("decoded answers without being asked"))
     shipped = generations_table(path)
     assert list(shipped.columns) == [*FILE_IDS, *COLUMNS]
@@ -78,7 +78,7 @@ def test_a_generations_file_gives_the_split_the_store_gives_the_same_runs(store,
             assert skip_special_tokens
             return "x" * len(ids)
 
-    monkeypatch.setattr("lenscope.jobs.runs_table.answer_tokenizer", lambda header: Tokenizer())
+    monkeypatch.setattr("lenscope.jobs.runs.table.answer_tokenizer", lambda header: Tokenizer())
     assert generations_table(path, decode_answers=True)["answer"].tolist() == stored["answer"].tolist()
 
 

@@ -9,10 +9,9 @@ import json
 import pytest
 import torch
 
-from analysis.egtp.training import HeadConfig, load_head
-from lenscope.jobs.egtp import train_static
-from lenscope.jobs.predict import interval_metrics
-from lenscope.jobs.predictor_catalog import (
+from lenscope.analysis.egtp.training import HeadConfig, load_head
+from lenscope.jobs.egtp.heads import train_static
+from lenscope.jobs.predictors.catalog import (
     MANIFEST,
     load_predictor_files,
     sha256,
@@ -21,7 +20,8 @@ from lenscope.jobs.predictor_catalog import (
     shipped_predictor,
     store_predictor,
 )
-from lenscope.jobs.serving import training_median
+from lenscope.jobs.predictors.predict import interval_metrics
+from lenscope.jobs.scheduler.replay import training_median
 from tests.egtp_data import synthetic_dataset
 
 

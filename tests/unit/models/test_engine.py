@@ -4,7 +4,7 @@ equal plain greedy decoding, and an answer depends only on (prompt, seed), not o
 import pytest
 import torch
 
-from models.engine import BatchedEngine, GenerationSettings, auto_batch_size
+from lenscope.models.engine import BatchedEngine, GenerationSettings, auto_batch_size
 
 PROMPTS = ["Name three colours.", "Write a haiku about the sea.", "What is 2 + 2?",
            "Explain in two sentences why the sky is blue, for a child who asks at bedtime.",
@@ -86,7 +86,7 @@ def test_cancel_from_progress_and_bad_arguments(target):
 
 
 def test_inverse_cdf_draws_follow_the_distribution_and_skip_zero_mass():
-    from models.engine import _inverse_cdf
+    from lenscope.models.engine import _inverse_cdf
     probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2]]).repeat(20000, 1)
     draws = _inverse_cdf(probs, torch.rand(20000, generator=torch.Generator().manual_seed(0)))
     counts = torch.bincount(draws, minlength=5).float() / 20000
@@ -97,6 +97,6 @@ def test_inverse_cdf_draws_follow_the_distribution_and_skip_zero_mass():
 
 
 def test_admission_follows_request_order_sorting_only_within_windows():
-    from models.engine import admission_order
+    from lenscope.models.engine import admission_order
     assert admission_order([5, 1, 4, 9, 2, 7], window=3) == [1, 2, 0, 4, 5, 3]
     assert admission_order([], window=4) == []

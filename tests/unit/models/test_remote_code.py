@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import transformers
 
-import models.sources as sources
+import lenscope.models.sources as sources
 from lenscope.cli import main
-from models.gguf_checkpoint import load_converted
-from models.sources import LOCAL_LOAD_OPTIONS, ModelSource
-from models.target import TargetModel
+from lenscope.models.gguf_checkpoint import load_converted
+from lenscope.models.sources import LOCAL_LOAD_OPTIONS, ModelSource
+from lenscope.models.target import TargetModel
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -133,7 +133,7 @@ def test_every_from_pretrained_call_passes_the_safe_options(tmp_path, monkeypatc
 
     calls.clear()
     recorded(object())
-    monkeypatch.setattr("models.gguf_checkpoint.find_converted", lambda gguf: tmp_path / "ckpt")
+    monkeypatch.setattr("lenscope.models.gguf_checkpoint.find_converted", lambda gguf: tmp_path / "ckpt")
     assert load_converted(tmp_path / "m.gguf", None) is not None
     assert sorted(kind for kind, _ in calls) == ["model", "tokenizer"]
     assert all({k: v for k, v in kwargs.items() if k != "dtype"} == LOCAL_LOAD_OPTIONS for _, kwargs in calls)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from models.sources import DEFAULT_SOURCE, EMBEDDED_FILE, embedded_gguf_path, resolve_source
+from lenscope.models.sources import DEFAULT_SOURCE, EMBEDDED_FILE, embedded_gguf_path, resolve_source
 
 
 def test_embedded_default_is_found_without_import():
@@ -43,7 +43,7 @@ def test_checkpoint_dir_and_hub_id(tmp_path):
 
 
 def test_unloadable_model_reports_source(tmp_path):
-    from models.target import TargetModel
+    from lenscope.models.target import TargetModel
 
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ValueError, match="could not load model"):
@@ -75,8 +75,8 @@ def test_an_unknown_hub_id_fails_fast_offline_unreachable_or_unknown(hub):
 
     from huggingface_hub.errors import RepositoryNotFoundError
 
-    from models.sources import hub_load_options
-    from models.target import TargetModel
+    from lenscope.models.sources import hub_load_options
+    from lenscope.models.target import TargetModel
 
     hub["offline"] = True
     with pytest.raises(ValueError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE is set"):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.engine import GenerationSettings, generate
-from models.logits import summarize_logits
+from lenscope.models.engine import GenerationSettings, generate
+from lenscope.models.logits import summarize_logits
 
 
 def test_model_shape(target):

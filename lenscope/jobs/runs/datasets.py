@@ -1,0 +1,96 @@
+"""The evaluation kernel's reading side: a dataset's runs with their task, split and censoring, the split metrics
+are reported on, and what a training job returns. Every predictor, attribution and replay reads runs here.
+
+Runs whose answer hit the token cap are *censored*: their true length is only known to exceed the cap, so by
+default they are left out of training and scoring (as OUTLETS drops outputs over its limit); they are still
+counted (:class:`DatasetCounts`), and ``include_censored=True`` brings them back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from lenscope.analysis.core.splits import FOLDS, fold_of, leak_groups, split_of, task_key
+from lenscope.store.store import Store
+
+
+@dataclass(frozen=True)
+class DatasetCounts:
+    """How many runs a dataset has, how many are censored (hit the cap), how many runs are used, and how many
+    censored answers of its prompts were never imported (a sample of a shipped study keeps finished ones only)."""
+
+    runs: int
+    censored: int
+    used: int
+    by_split: dict
+    not_imported: int = 0
+
+    def caption(self) -> str:
+        kept = "included" if self.used == self.runs else "left out"
+        splits = ", ".join(f"{s} {n}" for s, n in self.by_split.items())
+        missing = f", {self.not_imported} more that hit it not imported" if self.not_imported else ""
+        return (f"{self.runs} runs, {self.censored} censored at the token cap ({kept}){missing}; {self.used} used: "
+                f"{splits}")
+
+
+def all_runs(store: Store, dataset: str) -> pd.DataFrame:
+    """Every run of ``dataset`` with its conversation ``task``, leak ``group``, cross-validation ``fold`` (of
+    :data:`~lenscope.analysis.core.splits.FOLDS`), ``split`` and ``censored`` columns (errors when it is empty)."""
+    runs = store.runs_frame(dataset)
+    if runs.empty:
+        raise ValueError(f"dataset {dataset!r} has no runs; create it with "
+                         f"`python -m lenscope collect --dataset {dataset}`")
+    return with_splits(runs)
+
+
+def with_splits(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` (columns ``source``, ``source_ref``, ``prompt``, ``finished``) with the ``task``, ``group``,
+    ``fold``, ``split`` and ``censored`` columns of :func:`all_runs`, leak groups linked among these runs: the one
+    way a dataset's split is computed, for stored runs and for the records of a generations file alike."""
+    tasks = [task_key(s, r, t) for s, r, t in zip(runs["source"], runs["source_ref"], runs["prompt"])]
+    groups = leak_groups(tasks, runs["prompt"])
+    return runs.assign(task=tasks, group=groups, fold=[fold_of(g, FOLDS) for g in groups],
+                       split=[split_of(g) for g in groups], censored=~runs["finished"].astype(bool))
+
+
+def dataset_runs(store: Store, dataset: str, include_censored: bool = False) -> pd.DataFrame:
+    """Runs of ``dataset`` with their task, split and censoring; censored runs only with ``include_censored``."""
+    runs = all_runs(store, dataset)
+    if not include_censored:
+        runs = runs[~runs["censored"]]
+    return runs.reset_index(drop=True)
+
+
+def dataset_counts(store: Store, dataset: str, include_censored: bool = False) -> DatasetCounts:
+    """Runs, censored runs and the runs used per split, as every page and table reports them."""
+    runs = all_runs(store, dataset)
+    used = runs if include_censored else runs[~runs["censored"]]
+    by_split = {s: int((used["split"] == s).sum()) for s in ("train", "val", "test")}
+    config = store.dataset_config(dataset) or {}
+    return DatasetCounts(len(runs), int(runs["censored"].sum()), len(used), by_split,
+                         int(config.get("censored_not_imported", 0)))
+
+
+@dataclass
+class JobResult:
+    """A registered predictor and its headline metrics."""
+
+    predictor_id: int
+    name: str
+    metrics: dict
+
+
+def predictor_fresh(store: Store, name: str, dataset: str, include_censored: bool = False,
+           settings: dict | None = None) -> bool:
+    """A predictor of this name is stored, was trained on every (uncensored) run the dataset has now and, with
+    ``settings``, has them in its config (e.g. a drafter trained before the training-time test is stale)."""
+    predictors = store.predictors_frame().set_index("name")
+    if name not in predictors.index:
+        return False
+    config = predictors.loc[name, "config"] or {}
+    if any(config.get(key) != value for key, value in (settings or {}).items()):
+        return False
+    counts = (predictors.loc[name, "metrics"] or {}).get("n") or {}
+    return sum(counts.values()) == len(dataset_runs(store, dataset, include_censored))
