@@ -27,8 +27,8 @@ class Settings:
     # Local model paths the browser may load (the CLI loads any path).
     allowed_model_roots: tuple[Path, ...] = ()
     # The app keeps at most this many loaded models, of at most this many bytes of weights together.
-    model_cache_models: int = 2
-    model_cache_bytes: int = 4 * GIB
+    model_pool_models: int = 2
+    model_pool_bytes: int = 4 * GIB
 
     @property
     def tensor_dir(self) -> Path:
@@ -55,8 +55,8 @@ def get_settings() -> Settings:
     """Read the settings from the environment: ``LENSCOPE_DATA_DIR``, ``LENSCOPE_DB_URL``,
     ``LENSCOPE_STARTER_SIZE`` (the study size the app's starter button runs, ``tiny`` in browser tests),
     ``LENSCOPE_ALLOWED_MODEL_ROOTS`` (``os.pathsep``-separated; default: the working directory, the data
-    dir and the Hugging Face cache; empty: no local paths), ``LENSCOPE_MODEL_CACHE_MODELS`` (default 2)
-    and ``LENSCOPE_MODEL_CACHE_GIB`` (default 4)."""
+    dir and the Hugging Face cache; empty: no local paths), ``LENSCOPE_MODEL_POOL_MODELS`` (default 2)
+    and ``LENSCOPE_MODEL_POOL_GIB`` (default 4)."""
     data_dir = Path(os.environ.get("LENSCOPE_DATA_DIR", REPO_ROOT / "cache" / "data")).expanduser()
     db_url = os.environ.get("LENSCOPE_DB_URL") or f"sqlite:///{data_dir / 'lenscope.db'}"
     roots = os.environ.get("LENSCOPE_ALLOWED_MODEL_ROOTS")
@@ -65,5 +65,5 @@ def get_settings() -> Settings:
     return Settings(data_dir=data_dir, db_url=db_url,
                     starter_size=os.environ.get("LENSCOPE_STARTER_SIZE", "starter"),
                     allowed_model_roots=tuple(r.resolve() for r in allowed),
-                    model_cache_models=int(_positive("LENSCOPE_MODEL_CACHE_MODELS", 2, int)),
-                    model_cache_bytes=int(_positive("LENSCOPE_MODEL_CACHE_GIB", 4) * GIB))
+                    model_pool_models=int(_positive("LENSCOPE_MODEL_POOL_MODELS", 2, int)),
+                    model_pool_bytes=int(_positive("LENSCOPE_MODEL_POOL_GIB", 4) * GIB))

@@ -1,4 +1,4 @@
-"""The app's bounded cache of loaded models: least recently used out first, by count and by memory; a failed
+"""The app's bounded pool of loaded models: least recently used out first, by count and by memory; a failed
 load is remembered for a while, so that a rerun does not wait for it again. No Streamlit here."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ FAILURE_TTL_S = 300.0
 _MISSING = object()
 
 
-class ModelCache(Generic[T]):
+class ModelPool(Generic[T]):
     """At most ``max_models`` values taking at most ``max_bytes`` together (``size_of`` each), shared by threads
     (Streamlit sessions). Loads run one at a time: two sessions asking for one model load it once."""
 
@@ -34,11 +34,11 @@ class ModelCache(Generic[T]):
         """The value of ``key``, from ``load()`` on a miss, then kept while it is among the most recently used
         that fit; a value larger than the whole budget is refused. A load that failed less than
         ``failure_ttl_s`` ago raises its error again without calling ``load``."""
-        value = self._cached(key)
+        value = self._held(key)
         if value is not _MISSING:
             return value
         with self._load_lock:
-            value = self._cached(key)  # loaded by another session while this one waited
+            value = self._held(key)  # loaded by another session while this one waited
             if value is not _MISSING:
                 return value
             try:
@@ -46,7 +46,7 @@ class ModelCache(Generic[T]):
                 size = self._size_of(value)
                 if size > self.max_bytes:
                     raise ValueError(f"the model takes {size / GIB:.1f} GiB, more than the app keeps loaded "
-                                     f"({self.max_bytes / GIB:.1f} GiB; LENSCOPE_MODEL_CACHE_GIB raises it)")
+                                     f"({self.max_bytes / GIB:.1f} GiB; LENSCOPE_MODEL_POOL_GIB raises it)")
             except Exception as exc:
                 self._remember_failure(key, exc)
                 raise
@@ -56,7 +56,7 @@ class ModelCache(Generic[T]):
                     self._entries.popitem(last=False)
             return value
 
-    def _cached(self, key: Hashable) -> T | object:
+    def _held(self, key: Hashable) -> T | object:
         """The value of ``key`` (now the most recently used), its recent failure raised, or ``_MISSING``."""
         with self._lock:
             if key in self._entries:

@@ -1,7 +1,7 @@
 """Streamlit glue shared by app.py and pages/: cached resources, the model and dataset pickers.
 
 The store is created once per process (``st.cache_resource``); models live in the process's bounded
-:class:`ModelCache`; neither is created per rerun.
+:class:`ModelPool`; neither is created per rerun.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from lenscope.app.model_access import browser_source
-from lenscope.app.model_pool import ModelCache
+from lenscope.app.model_pool import ModelPool
 from lenscope.app.runner import error_boundary, failure_text
 from lenscope.figures.results import export_format, figure_bytes
 from lenscope.models.target import TargetModel
@@ -34,9 +34,9 @@ def get_store() -> Store:
 
 
 @st.cache_resource(show_spinner=False)
-def _models() -> ModelCache[TargetModel]:
+def _models() -> ModelPool[TargetModel]:
     settings = get_settings()
-    return ModelCache(settings.model_cache_models, settings.model_cache_bytes, lambda target: target.nbytes)
+    return ModelPool(settings.model_pool_models, settings.model_pool_bytes, lambda target: target.nbytes)
 
 
 def get_target(spec: str, device: str = "auto", dtype: str = "float32") -> TargetModel:

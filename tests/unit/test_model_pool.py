@@ -1,4 +1,4 @@
-"""The app's model cache: least recently used out first, by count and by memory; failed loads remembered."""
+"""The app's model pool: least recently used out first, by count and by memory; failed loads remembered."""
 
 import threading
 import time
@@ -6,7 +6,7 @@ import traceback
 
 import pytest
 
-from lenscope.app.model_pool import ModelCache
+from lenscope.app.model_pool import ModelPool
 from lenscope.store.settings import GIB
 
 
@@ -16,7 +16,7 @@ class Loads:
     def __init__(self, sizes: dict[str, int]) -> None:
         self.sizes, self.calls = sizes, []
 
-    def __call__(self, cache: ModelCache, key: str) -> str:
+    def __call__(self, cache: ModelPool, key: str) -> str:
         def load() -> str:
             self.calls.append(key)
             return key
@@ -25,7 +25,7 @@ class Loads:
 
 def test_evicts_the_least_recently_used_by_count():
     loads = Loads({})
-    cache = ModelCache(max_models=2, max_bytes=GIB, size_of=lambda _: 1)
+    cache = ModelPool(max_models=2, max_bytes=GIB, size_of=lambda _: 1)
     for key in ("a", "b", "a", "c"):  # "a" was used after "b": "b" goes
         assert loads(cache, key) == key
     loads(cache, "a")
@@ -36,7 +36,7 @@ def test_evicts_the_least_recently_used_by_count():
 
 def test_evicts_by_memory_and_refuses_a_model_over_the_whole_budget():
     loads = Loads({"big": 3 * GIB, "small": GIB, "mid": 2 * GIB, "huge": 5 * GIB})
-    cache = ModelCache(max_models=10, max_bytes=4 * GIB, size_of=lambda key: loads.sizes[key])
+    cache = ModelPool(max_models=10, max_bytes=4 * GIB, size_of=lambda key: loads.sizes[key])
     for key in ("big", "small", "mid"):  # 3 + 1 + 2 GiB > 4: "big" goes, "small" and "mid" stay
         loads(cache, key)
     loads(cache, "small"), loads(cache, "mid")
@@ -49,7 +49,7 @@ def test_evicts_by_memory_and_refuses_a_model_over_the_whole_budget():
 
 def test_a_failed_load_is_remembered_until_it_expires():
     now = [0.0]
-    cache = ModelCache(max_models=2, max_bytes=GIB, size_of=lambda _: 1, failure_ttl_s=300, clock=lambda: now[0])
+    cache = ModelPool(max_models=2, max_bytes=GIB, size_of=lambda _: 1, failure_ttl_s=300, clock=lambda: now[0])
     calls = []
 
     def load():
@@ -69,7 +69,7 @@ def test_a_failed_load_is_remembered_until_it_expires():
 
 
 def test_concurrent_sessions_load_a_model_once():
-    cache = ModelCache(max_models=2, max_bytes=GIB, size_of=lambda _: 1)
+    cache = ModelPool(max_models=2, max_bytes=GIB, size_of=lambda _: 1)
     calls = []
 
     def load():

@@ -155,7 +155,7 @@ def test_registry_builds_what_it_names_and_rejects_others():
 
 def test_no_hard_coded_policy_lists_outside_the_registry():
     root = Path(__file__).resolve().parents[3]
-    files = [*root.glob("lenscope/cli/serving*.py"), *(root / f for f in ("lenscope/app/scheduler.py",
+    files = [*root.glob("lenscope/cli/scheduler*.py"), *(root / f for f in ("lenscope/app/scheduler.py",
              "lenscope/app/qps_sweep.py", "pages/6_Scheduler_playground.py"))]
     names = {*DISPATCH_POLICIES.names(), *QUEUE_POLICIES.names(), *PREDICTORS.names()}
     for path in files:
