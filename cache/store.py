@@ -18,8 +18,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from lenscope.models.engine import Generation
-from lenscope.models.target import SequenceFeatures, TargetModel
+import lenscope.store.memo as _memo
 from lenscope.store.errors import (
     DamagedRunError,
     DatasetModelError,
@@ -30,12 +29,13 @@ from lenscope.store.errors import (
     store_location,
 )
 from lenscope.store.migrations import migrate
+from lenscope.store.records import GenerationShape, ModelShape, RunFeatures
 from lenscope.store.schema import (
     Dataset,
     DatasetRun,
     ModelRecord,
     Prediction,
-    Predictor,
+    PredictorRecord,
     Prompt,
     Result,
     Run,
@@ -68,7 +68,7 @@ class StoredRun:
     output_length: int
     finished: bool
     settings: dict
-    features: SequenceFeatures
+    features: RunFeatures
     content_start: int = 0
 
     @property
@@ -81,7 +81,7 @@ class NewRun:
     """A generation to store, with the prompt it answers and where the prompt came from."""
 
     prompt: str
-    generation: Generation
+    generation: GenerationShape
     source: str = "user"
     source_ref: str = ""
 
@@ -262,7 +262,7 @@ class Store:
                 continue
         raise RuntimeError(f"could not store {what}")
 
-    def ensure_model(self, target: TargetModel) -> int:
+    def ensure_model(self, target: ModelShape) -> int:
         """Id of the model row for ``target`` (created on first use)."""
         return self._get_or_create(
             ModelRecord, ModelRecord.key == target.key,
@@ -288,7 +288,7 @@ class Store:
     # runs ------------------------------------------------------------------------------------
     @staticmethod
     def run_key(model_key: str, prompt: str, settings: dict, layers: Sequence[int]) -> str:
-        """Cache key of a generation: model, prompt text, sampling settings and recorded layers."""
+        """Key of a generation: model, prompt text, sampling settings and recorded layers."""
         return json_key(model_key, text_hash(prompt), settings, sorted(layers))
 
     def find_run(self, key: str) -> int | None:
@@ -305,12 +305,12 @@ class Store:
                                                                      Run.damaged.is_not(True))).all())
         return found
 
-    def save_run(self, target: TargetModel, prompt: str, generation: Generation,
+    def save_run(self, target: ModelShape, prompt: str, generation: GenerationShape,
                  source: str = "user", source_ref: str = "") -> int:
         """Store one generation; returns its run id (see :meth:`save_runs`)."""
         return self.save_runs(target, [NewRun(prompt, generation, source, source_ref)])[0]
 
-    def save_runs(self, target: TargetModel, runs: Sequence[NewRun]) -> list[int]:
+    def save_runs(self, target: ModelShape, runs: Sequence[NewRun]) -> list[int]:
         """Store generations in one transaction (metadata row + one tensor file per run); returns their run
         ids in order. A run already stored under the same key keeps its id, also when another client
         stores it at the same moment; a damaged one is rewritten in place with the new generation."""
@@ -373,7 +373,7 @@ class Store:
             raise DamagedRunError(f"run {run_id}'s {exc}; the run is marked for regeneration: generate it again "
                                   "(Token entropy page, or the collection that made it) or run "
                                   "`python -m lenscope doctor --fix`") from exc
-        feats = SequenceFeatures(input_ids=t["input_ids"], tokens=list(run.tokens or []), entropy=t["entropy"],
+        feats = RunFeatures(input_ids=t["input_ids"], tokens=list(run.tokens or []), entropy=t["entropy"],
                                  topk_ids=t["topk_ids"], topk_probs=t["topk_probs"], hidden=unpack_hidden(t))
         return StoredRun(id=run.id, prompt_id=run.prompt_id, prompt=prompt, response=run.response,
                          prompt_len=run.prompt_tokens, output_length=run.output_tokens,
@@ -414,17 +414,18 @@ class Store:
                             columns=[c.name for c in cols] + (["scenario"] if dataset else []))
 
     # datasets --------------------------------------------------------------------------------
-    def ensure_dataset(self, name: str, model: int | TargetModel, config: dict) -> int:
-        """Id of dataset ``name`` to store runs of ``model`` (a :class:`TargetModel`, or the id of its row) in,
-        created on first use; its config is kept from creation. A dataset holds the runs of one model: one of
-        another model raises :class:`lenscope.store.errors.DatasetModelError` naming both, before anything is written (a
-        target's model row included), as does a read-only store."""
+    def ensure_dataset(self, name: str, model: int | ModelShape, config: dict) -> int:
+        """Id of dataset ``name`` to store runs of ``model`` (a loaded model, see
+        :class:`~lenscope.store.records.ModelShape`, or the id of its row) in, created on first use; its config is kept
+        from creation. A dataset holds the runs of one model: one of another model raises
+        :class:`lenscope.store.errors.DatasetModelError` naming both, before anything is written (a target's model row
+        included), as does a read-only store."""
         self.check_dataset(name, model)
         model_id = model if isinstance(model, int) else self.ensure_model(model)
         return self._get_or_create(Dataset, Dataset.name == name,
                                    lambda: Dataset(name=name, model_id=model_id, config=config))
 
-    def check_dataset(self, name: str, model: int | TargetModel) -> None:
+    def check_dataset(self, name: str, model: int | ModelShape) -> None:
         """Raise before a collection of ``model`` (a target, or its row id) into dataset ``name`` writes anything
         when it cannot: :class:`lenscope.store.errors.DatasetModelError` when the dataset holds runs of another model,
         :class:`lenscope.store.errors.StoreReadOnlyError` when the store is read-only."""
@@ -487,12 +488,12 @@ class Store:
                        model_id: int | None = None, dataset_id: int | None = None) -> int:
         """Create or replace predictor ``name`` (its old predictions are dropped); returns its id."""
         with self.session() as s:
-            old = s.scalar(select(Predictor).where(Predictor.name == name))
+            old = s.scalar(select(PredictorRecord).where(PredictorRecord.name == name))
             if old is not None:
                 s.execute(delete(Prediction).where(Prediction.predictor_id == old.id))
                 s.delete(old)
                 s.flush()
-            row = Predictor(name=name, kind=kind, config=config, metrics=metrics, artifact_path=artifact_path,
+            row = PredictorRecord(name=name, kind=kind, config=config, metrics=metrics, artifact_path=artifact_path,
                             model_id=model_id, dataset_id=dataset_id)
             s.add(row)
             s.flush()
@@ -507,11 +508,11 @@ class Store:
 
     def predictors_frame(self, kind: str | None = None) -> pd.DataFrame:
         """Trained predictors with their metrics."""
-        query = select(Predictor)
+        query = select(PredictorRecord)
         if kind is not None:
-            query = query.where(Predictor.kind == kind)
+            query = query.where(PredictorRecord.kind == kind)
         with self.session() as s:
-            rows = s.scalars(query.order_by(Predictor.id)).all()
+            rows = s.scalars(query.order_by(PredictorRecord.id)).all()
         return pd.DataFrame([{"predictor_id": p.id, "name": p.name, "kind": p.kind, "config": p.config,
                               "metrics": p.metrics, "artifact_path": p.artifact_path,
                               "dataset_id": p.dataset_id, "created": p.created} for p in rows],
@@ -589,19 +590,34 @@ class Store:
                      compute: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Tensors computed once per (kind, config) and kept in the tensor store: ``compute()`` runs on the first
         call, and again only when the kept file is missing or damaged (or on every call, keeping nothing, in a
-        read-only store)."""
-        cached = self.get_result(kind, config)
-        if cached is not None:
-            try:
-                return self.tensors.get(cached["hash"])
-            except DamagedTensorError:  # recomputed and rewritten below
-                pass
-        tensors = compute()
-        if self.read_only:
-            return tensors
-        digest, _ = self.tensors.put(tensors)
-        self.put_result(kind, name, config, {"hash": digest})
-        return tensors
+        read-only store). :meth:`memo` with the tensor codec."""
+        return self.memo(kind, config, compute, name=name, codec=_memo.TENSORS)
+
+    def memo(self, kind: str, config: dict, compute: Callable[[], _memo.V], *, name: str,
+             version: int | str | None = None, refresh: bool = False, codec: _memo.Codec = _memo.JSON) -> _memo.V:
+        """The result of ``kind`` + ``config`` (+ ``version``): stored, else computed once under the key's lock,
+        stored as ``name`` and returned (:func:`lenscope.store.memo.memo_entry`; ``refresh`` recomputes it)."""
+        return _memo.memo(self, kind, config, compute, name=name, version=version, refresh=refresh, codec=codec)
+
+    def memo_entry(self, kind: str, config: dict, compute: Callable[[], _memo.V], *, name: str,
+                   version: int | str | None = None, refresh: bool = False,
+                   codec: _memo.Codec = _memo.JSON) -> _memo.Memoised[_memo.V]:
+        """:meth:`memo`'s value and whether it was read from the store."""
+        return _memo.memo_entry(self, kind, config, compute, name=name, version=version, refresh=refresh,
+                                codec=codec)
+
+    def memo_many(self, kind: str, configs: Sequence[dict], compute: Callable[[list[int]], Sequence[_memo.V]], *,
+                  names: Sequence[str] | Callable[[int], str], version: int | str | None = None,
+                  codec: _memo.Codec = _memo.JSON, batch_size: int | None = None,
+                  on_batch: Callable[[int, int], None] | None = None) -> list[_memo.Memoised[_memo.V]]:
+        """One result per config, the missing ones computed in batches (:func:`lenscope.store.memo.memo_many`)."""
+        return _memo.memo_many(self, kind, configs, compute, names=names, version=version, codec=codec,
+                               batch_size=batch_size, on_batch=on_batch)
+
+    def stored(self, kind: str, config: dict, *, version: int | str | None = None,
+               codec: _memo.Codec = _memo.JSON):
+        """The result stored for ``kind`` + ``config`` (+ ``version``), or None; computes nothing (for views)."""
+        return _memo.stored(self, kind, config, version=version, codec=codec)
 
     def get_result(self, kind: str, config: dict) -> dict | None:
         """Payload of the result stored for kind + config, or None."""
@@ -615,8 +631,8 @@ class Store:
         with self.session() as s:
             return tuple(int(v or 0) for v in s.execute(select(
                 select(func.count()).select_from(DatasetRun).scalar_subquery(),
-                select(func.count()).select_from(Predictor).scalar_subquery(),
-                select(func.max(Predictor.id)).scalar_subquery(),
+                select(func.count()).select_from(PredictorRecord).scalar_subquery(),
+                select(func.max(PredictorRecord.id)).scalar_subquery(),
                 select(func.count()).select_from(Result).scalar_subquery(),
                 select(func.max(Result.id)).scalar_subquery())).one())
 

@@ -50,7 +50,7 @@ GENERATION_RANGES = {
 
 @dataclass
 class GenerationSettings:
-    """Sampling settings of one request; with :data:`SAMPLER_VERSION` part of the run cache key. Values outside
+    """Sampling settings of one request; with :data:`SAMPLER_VERSION` part of the run key. Values outside
     :data:`GENERATION_RANGES` (a NaN temperature, top-p above 1, ...) raise ValueError: no such run is ever sampled or
     stored."""
 

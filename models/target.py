@@ -168,7 +168,7 @@ class TargetModel:
 
     @property
     def key(self) -> str:
-        """Stable identity of the loaded weights for the cache."""
+        """Stable identity of the loaded weights (part of every run key)."""
         ident = f"{self.source.spec}|{self.source.gguf_file}|{self.dtype}|{self.num_layers}|{self.hidden_size}"
         return hashlib.sha256(ident.encode()).hexdigest()[:32]
 

@@ -2,25 +2,21 @@
 
 import streamlit as st
 
-from lenscope.app.attribution_evidence import show_evidence, show_evidence_payload
+from lenscope.analysis.papers import EGTP_ATTRIBUTION_R
+from lenscope.app.attribution import show_evidence, show_evidence_payload
 from lenscope.app.runner import run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
 from lenscope.figures.egtp import attribution_table, entropy_importance_scatter, pooled_scatter_points, token_bars
 from lenscope.jobs.egtp.attribution import attribution_evidence
-from lenscope.jobs.egtp.heads import (
-    ATTRIBUTION_KIND,
-    PAPER_PEARSON,
-    attribute_prompt,
-    attribution_config,
-    attribution_job,
-)
+from lenscope.jobs.egtp.heads import attribute_prompt, attribution_job, stored_attribution
 
 st.set_page_config(page_title="Attribution · lenscope", layout="wide")
 st.title("Token attribution")
 st.markdown(
     f"EGTP's evidence: token entropy correlates with gradient importance I_t = ||dL_MSE/dh_t|| "
-    f"(paper: Pearson r = {PAPER_PEARSON}). A head that pools by entropy gives that correlation **by construction**, "
+    f"(paper: Pearson r = {EGTP_ATTRIBUTION_R}). A head that pools by entropy gives that correlation "
+    "**by construction**, "
     "so the test below uses a **learned attention-pooling head** (no entropy in its path) beside the mean and "
     "EGTP heads, on the test split's pooled prompt tokens (the chat template's fixed system turn excluded)."
 )
@@ -58,11 +54,10 @@ elif dataset is not None:
         "through the model's own layers."
     )
     attr_layer = int(st.sidebar.number_input("Attribution layer", min_value=0, max_value=layer, value=min(15, layer)))
-    config = attribution_config(dataset, layer, attr_layer, alpha)
     if st.button("Compute attribution (trains missing heads)"):
         target = model_picker() if attr_layer < layer else None
         run_job(lambda cb: attribution_job(store, dataset, layer, attr_layer, alpha, target, cb))
-    result = store.get_result(ATTRIBUTION_KIND, config)
+    result = stored_attribution(store, dataset, layer, attr_layer, alpha)
     if result is None:
         st.info(f"No attribution for dataset {dataset!r}, head layer {layer}, attribution layer {attr_layer} yet: "
                 f"click the button above or run `python -m lenscope train-egtp --dataset {dataset} --layer {layer}` "
@@ -70,11 +65,11 @@ elif dataset is not None:
     else:
         summaries = {s["head"]: s for s in result["summaries"]}
         st.subheader("Entropy vs importance over the test prompts")
-        st.dataframe(attribution_table(result["summaries"], PAPER_PEARSON))
+        st.dataframe(attribution_table(result["summaries"], EGTP_ATTRIBUTION_R))
         head_name = st.radio("Head", list(summaries), horizontal=True)
         runs = result["runs"]
         entropy, importance = pooled_scatter_points(runs, head_name)
-        show_figure(entropy_importance_scatter(entropy, importance, summaries[head_name], PAPER_PEARSON),
+        show_figure(entropy_importance_scatter(entropy, importance, summaries[head_name], EGTP_ATTRIBUTION_R),
                     "entropy-importance")
         st.subheader("One prompt")
         source = st.radio("Prompt", ["test-set run", "type a prompt"], horizontal=True)

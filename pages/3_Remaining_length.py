@@ -2,12 +2,12 @@
 
 import streamlit as st
 
+from lenscope.analysis.papers import EGTP_PLP_MAE
 from lenscope.app.runner import error_boundary, run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
 from lenscope.figures.egtp import mae_by_step_figure, remaining_length_figure
 from lenscope.jobs.egtp.heads import (
-    PAPER_PLP,
     PLP_KIND,
     load_predictor,
     plp_mae_curve,
@@ -31,7 +31,7 @@ if shipped is not None:
         st.info(shipped.absent("PLP curve"))
     else:
         st.subheader(f"MAE vs observed steps (test split of the study, layer {shipped.layer})")
-        show_figure(mae_by_step_figure(curve, PAPER_PLP), "mae-by-step")
+        show_figure(mae_by_step_figure(curve, EGTP_PLP_MAE), "mae-by-step")
         st.caption("The PLP head trained on the study's train split; the cross-validated verdict on whether its "
                    "MAE falls from step 0 to step 32 is on the home page's claims table.")
     st.info("Live generation with its remaining-length curve needs a PLP head of your own store: pick a dataset of "
@@ -49,7 +49,7 @@ elif dataset is not None:
                 f"`python -m lenscope train-plp --dataset {dataset} --layer {layer}`.")
     if head is not None:
         st.subheader("MAE vs observed steps (test split)")
-        show_figure(mae_by_step_figure(plp_mae_curve(store, predictor_id), PAPER_PLP), "mae-by-step")
+        show_figure(mae_by_step_figure(plp_mae_curve(store, predictor_id), EGTP_PLP_MAE), "mae-by-step")
         st.subheader("Live generation")
         prompt = st.text_area("Prompt", "Explain in a few sentences why the sky is blue.")
         max_new = st.slider("Max new tokens", 8, 512, 128)

@@ -3,11 +3,12 @@
 import pandas as pd
 import streamlit as st
 
+from lenscope.analysis.papers import EGTP_POOLING_MAE
 from lenscope.app.runner import run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, show_figure
 from lenscope.figures.egtp import ablation_pivot, head_variant_table, paired_table, pooling_ablation_figure
-from lenscope.jobs.egtp.heads import ABLATION_KIND, PAPER_ABLATION, ablation_config, train_static
+from lenscope.jobs.egtp.heads import stored_pooling_ablation, train_static
 
 st.set_page_config(page_title="Pooling ablation · lenscope", layout="wide")
 st.title("Pooling ablation")
@@ -24,7 +25,7 @@ def show_ablation(result: dict, title: str) -> None:
     st.caption(f"Test MAE in tokens [95% bootstrap CI over prompts]; constant train-median baseline: "
                f"{result['constant_mae']:.2f}. Test runs per scenario: "
                f"{ours.groupby('scenario')['n'].first().to_dict()}.")
-    show_figure(pooling_ablation_figure(ours, PAPER_ABLATION), "pooling-ablation")
+    show_figure(pooling_ablation_figure(ours, EGTP_POOLING_MAE), "pooling-ablation")
     if result.get("paired"):
         st.subheader("Paired comparisons on the same test prompts")
         st.dataframe(paired_table(result["paired"]), hide_index=True)
@@ -45,10 +46,9 @@ if shipped is not None:
         show_ablation(result, f"Ours: the study, layer {shipped.layer}")
 elif dataset is not None:
     layer, alpha = head_settings()
-    config = ablation_config(dataset, layer, alpha)
     if st.button("Train heads (all poolings)"):
         run_job(lambda on_progress: train_static(store, dataset, layer=layer, alpha=alpha, on_progress=on_progress))
-    result = store.get_result(ABLATION_KIND, config)
+    result = stored_pooling_ablation(store, dataset, layer, alpha)
     if result is None:
         st.info(f"No ablation for dataset {dataset!r} at layer {layer}, alpha {alpha} yet: click the button "
                 f"above or run `python -m lenscope train-egtp --dataset {dataset} --layer {layer} "
@@ -58,4 +58,4 @@ elif dataset is not None:
 st.subheader("Paper (reference only)")
 st.caption("EGTP paper, pooling ablation on ForeLen with Qwen2.5-7B (MAE, tokens). Different models, data "
            "and length ranges: compare the ranking, not the values.")
-st.dataframe(PAPER_ABLATION.set_index("pooling"))
+st.dataframe(EGTP_POOLING_MAE.set_index("pooling"))

@@ -17,7 +17,7 @@ from lenscope.figures.drafter import (
     umap_figure,
 )
 from lenscope.jobs.drafter.ablation import drafter_ablation, stored_ablation
-from lenscope.jobs.drafter.training import UMAP_KIND, representation_umap_job, step_predictions, umap_config
+from lenscope.jobs.drafter.training import representation_umap_job, step_predictions, stored_umap
 from lenscope.jobs.results.leaderboard import compare_predictors
 from lenscope.jobs.study.shipped import shipped_for
 
@@ -97,7 +97,7 @@ st.subheader("UMAP of representations")
 drafter_name = st.selectbox("Drafter", drafters["name"].tolist(), key="umap_drafter")
 drafter_id = int(drafters.set_index("name").loc[drafter_name, "predictor_id"])
 umap_layer = st.number_input("Target layer to compare", 0, 200, 15, key="umap_layer")
-payload = store.get_result(UMAP_KIND, umap_config(drafter_id, int(umap_layer), 1500))
+payload = stored_umap(store, drafter_id, int(umap_layer), 1500)
 if payload is None:
     st.info("The UMAP is not computed yet for this drafter and layer: press Compute UMAP (about a minute; "
             "cached in the store afterwards).")

@@ -44,10 +44,8 @@ else:
                                                 "scoring by default; tick to score them against the cap.")
     train_panel(store, dataset)
     report_button(study_results(store, dataset))
-    predictors = store.predictors_frame()
-    signature = (store.url, tuple(predictors["predictor_id"]), len(store.runs_frame(dataset)), include_censored)
     try:
-        frame = load_frame(dataset, signature)
+        frame = load_frame(store, dataset, include_censored)
     except ValueError as exc:
         st.info(str(exc))
         st.stop()

@@ -45,6 +45,7 @@ from lenscope.analysis.egtp.controls import (
 )
 from lenscope.analysis.egtp.importance import MEASURES, head_importances
 from lenscope.analysis.egtp.pooling import entropy_weights, pool
+from lenscope.analysis.papers import EGTP_ATTRIBUTION_R
 
 PARTIAL = "partial (position, log norm)"
 CONTROLS = ("raw", "run-normalised", "per-run mean", PARTIAL, "permutation null")
@@ -179,7 +180,8 @@ def _head_rows(table: pd.DataFrame, head: str, measure: str) -> pd.DataFrame:
     return table[(table["head"] == head) & (table["measure"] == measure)].set_index("control")
 
 
-def verdict(table: pd.DataFrame, paper_r: float = 0.451, head: str | None = None, measure: str = "gradient") -> str:
+def verdict(table: pd.DataFrame, paper_r: float = EGTP_ATTRIBUTION_R, head: str | None = None,
+            measure: str = "gradient") -> str:
     """One line for ``measure`` of ``head`` (default: the table's first head not true by construction): the raw r
     (like for like with the paper's), then the run-normalised r (the within-run test), each read by its
     permutation p-value and its size against ``paper_r``

@@ -5,18 +5,24 @@ length when it enters decoding (:meth:`Predictor.static`) and its predicted rema
 ``generated`` tokens (:meth:`Predictor.remaining`, progressive length prediction (PLP) updates).
 Predictors live on the engine side (the oracle needs the truth); policies only ever receive their
 outputs through :class:`lenscope.analysis.scheduler.policies.RequestView`.
+
+Each predictor kind declares its own options as a frozen dataclass (:class:`PredictorOptions`): typed fields, each
+with its range and how a CLI flag or a form asks for it (:class:`Option`), and the label of a predictor made with
+them. The registry (:data:`lenscope.analysis.scheduler.registry.PREDICTORS`) lists the kinds; callers read a kind's
+options from there instead of branching on its name.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
 from lenscope.analysis.scheduler.length_buckets import bucket_of, quantile_edges
-from lenscope.models.numbers import NON_NEGATIVE, POSITIVE_INT, Range
+from lenscope.models.numbers import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE_INT, Range, check_fields
 
 if TYPE_CHECKING:
     from lenscope.analysis.scheduler.external_predictions import PredictionPairs
@@ -25,17 +31,78 @@ EMPIRICAL_BUCKETS = 10  # quantile buckets of the true length an empirical predi
 # Noise of the oracle+noise predictor (mean absolute error, tokens) and the constant predictor's length (tokens).
 NOISE_MAE = NON_NEGATIVE
 CONSTANT_LENGTH = Range(1)
+# Where an option's value comes from: a number (a flag, a form's number input), a trained predictor of the store (an
+# id: a flag, a form's select) or an imported predictions file (its digest: a --predictions PATH, a form's upload).
+NUMBER, TRAINED_PREDICTOR, PREDICTIONS_FILE = "number", "trained-predictor", "predictions-file"
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one predictor option is asked for: its form label and CLI flag (None: not asked, its default holds), the
+    range it takes, the value a flag and a form start from (``ask``), the form's upper bound and widget key, where the
+    value comes from (``source``: :data:`NUMBER`, or a store-backed source the CLI and app resolve) and a help text."""
+
+    label: str
+    flag: str | None = None
+    valid: Range | None = None
+    ask: Any = None
+    high: float | None = None
+    key: str | None = None
+    source: str = NUMBER
+    help: str | None = None
+
+
+def option(default: Any, **how) -> Any:
+    """A field of a :class:`PredictorOptions` dataclass with its :class:`Option` (``how``) as metadata."""
+    return field(default=default, metadata={"option": Option(**how)})
+
+
+@dataclass(frozen=True)
+class PredictorOptions:
+    """A predictor kind's own options (this base: none): each field range-checked at construction, and ``label``,
+    the predictor's name in results (part of the stored results' keys through :meth:`key_fields`)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self, {name: o.valid for name, o in self.options() if o.valid is not None})
+
+    @classmethod
+    def options(cls) -> tuple[tuple[str, Option], ...]:
+        """(field name, :class:`Option`) of every option of the kind."""
+        return tuple((f.name, f.metadata["option"]) for f in fields(cls))
+
+    @classmethod
+    def asked(cls) -> tuple[tuple[str, Option], ...]:
+        """The options a flag or a form asks for (the others keep their defaults)."""
+        return tuple((name, o) for name, o in cls.options() if o.flag is not None)
+
+    @classmethod
+    def takes(cls, name: str) -> bool:
+        return any(n == name for n, _ in cls.options())
+
+    def key_fields(self) -> dict:
+        return {name: getattr(self, name) for name, _ in self.options()}
+
+    def label(self) -> str:
+        raise NotImplementedError
 
 
 class Predictor(ABC):
     """Static and progressive output-length predictions for the requests of one trace."""
 
     name: str = "predictor"
+    Options: ClassVar[type[PredictorOptions]] = PredictorOptions
 
     @classmethod
-    def build(cls, output_tokens: np.ndarray, **options) -> Predictor:
-        """The predictor for a trace with true ``output_tokens``, from the options of ``make_predictor`` it reads."""
+    def build(cls, output_tokens: np.ndarray, options: PredictorOptions | None = None, seed: int = 0,
+              **inputs) -> Predictor:
+        """The predictor for a trace with true ``output_tokens``, from its kind's ``options`` (None: the defaults),
+        the spec's ``seed`` and the ``inputs`` it reads (from the trace, :meth:`trace_inputs`, or the store)."""
         raise NotImplementedError
+
+    @classmethod
+    def trace_inputs(cls, trace: pd.DataFrame) -> dict:
+        """The inputs of :meth:`build` this kind reads from the trace's columns (beyond the true lengths)."""
+        return {}
 
     @abstractmethod
     def static(self, i: int) -> float:
@@ -51,8 +118,14 @@ class OraclePredictor(Predictor):
 
     name = "oracle"
 
+    @dataclass(frozen=True)
+    class Options(PredictorOptions):
+        def label(self) -> str:
+            return "oracle"
+
     @classmethod
-    def build(cls, output_tokens: np.ndarray, **_) -> Predictor:
+    def build(cls, output_tokens: np.ndarray, options: PredictorOptions | None = None, seed: int = 0,
+              **_) -> Predictor:
         return cls(output_tokens)
 
     def __init__(self, true_lengths: np.ndarray) -> None:
@@ -76,10 +149,19 @@ class NoisyOraclePredictor(Predictor):
     name = "oracle-noise"
     _TABLE = 1 << 16  # pre-drawn update noise, indexed by a hash of (request, update)
 
+    @dataclass(frozen=True)
+    class Options(PredictorOptions):
+        mae: float = option(0.0, label="Noise MAE (tokens)", flag="--noise-mae", valid=NOISE_MAE, ask=50.0,
+                            high=10_000.0, key="sched_mae", help="mean absolute error of the noise (tokens)")
+        update_every: int = option(32, label="Tokens between re-drawn estimates", valid=POSITIVE_INT)
+
+        def label(self) -> str:
+            return f"oracle+noise (MAE {self.mae:g})"
+
     @classmethod
-    def build(cls, output_tokens: np.ndarray, *, mae: float = 0.0, seed: int = 0, update_every: int = 32,
-              **_) -> Predictor:
-        return cls(output_tokens, mae, seed, update_every)
+    def build(cls, output_tokens: np.ndarray, options: Options | None = None, seed: int = 0, **_) -> Predictor:
+        options = options or cls.Options()
+        return cls(output_tokens, options.mae, seed, options.update_every)
 
     def __init__(self, true_lengths: np.ndarray, mae: float, seed: int = 0, update_every: int = 32) -> None:
         NOISE_MAE.check("noise MAE", mae)
@@ -107,9 +189,17 @@ class ConstantPredictor(Predictor):
 
     name = "constant"
 
+    @dataclass(frozen=True)
+    class Options(PredictorOptions):
+        constant: float = option(256.0, label="Constant length", flag="--constant", valid=CONSTANT_LENGTH, ask=256.0,
+                                 high=100_000.0, help="the length predicted for every request (tokens)")
+
+        def label(self) -> str:
+            return f"constant {self.constant:g}"
+
     @classmethod
-    def build(cls, output_tokens: np.ndarray, *, constant: float = 256.0, **_) -> Predictor:
-        return cls(constant)
+    def build(cls, output_tokens: np.ndarray, options: Options | None = None, seed: int = 0, **_) -> Predictor:
+        return cls((options or cls.Options()).constant)
 
     def __init__(self, value: float) -> None:
         CONSTANT_LENGTH.check("constant prediction", value)
@@ -128,9 +218,18 @@ class StoredPredictor(Predictor):
 
     name = "stored"
 
+    @dataclass(frozen=True)
+    class Options(PredictorOptions):
+        predictor_id: int | None = option(None, label="Trained predictor", flag="--predictor-id",
+                                          valid=NON_NEGATIVE_INT, source=TRAINED_PREDICTOR,
+                                          help="trained predictor id")
+
+        def label(self) -> str:
+            return f"stored predictor #{self.predictor_id}"
+
     @classmethod
-    def build(cls, output_tokens: np.ndarray, *, run_ids: np.ndarray | None = None,
-              predictions: pd.DataFrame | None = None, **_) -> Predictor:
+    def build(cls, output_tokens: np.ndarray, options: Options | None = None, seed: int = 0, *,
+              run_ids: np.ndarray | None = None, predictions: pd.DataFrame | None = None, **_) -> Predictor:
         if run_ids is None or predictions is None:
             raise ValueError("a stored predictor needs a trace with run_id and the predictor's predictions")
         return cls(run_ids, predictions)
@@ -160,11 +259,21 @@ class TraceColumnPredictor(Predictor):
 
     name = "trace-column"
 
+    @dataclass(frozen=True)
+    class Options(PredictorOptions):
+        def label(self) -> str:
+            return "trace column predicted_tokens"
+
     @classmethod
-    def build(cls, output_tokens: np.ndarray, *, predicted: np.ndarray | None = None, **_) -> Predictor:
+    def build(cls, output_tokens: np.ndarray, options: PredictorOptions | None = None, seed: int = 0, *,
+              predicted: np.ndarray | None = None, **_) -> Predictor:
         if predicted is None:
             raise ValueError("the trace has no predicted_tokens column (a column mapping can name another one)")
         return cls(predicted)
+
+    @classmethod
+    def trace_inputs(cls, trace: pd.DataFrame) -> dict:
+        return {"predicted": trace["predicted_tokens"].to_numpy(float)} if "predicted_tokens" in trace else {}
 
     def __init__(self, predicted: np.ndarray) -> None:
         self._predicted = np.maximum(np.asarray(predicted, dtype=float), 1.0)
@@ -186,9 +295,19 @@ class EmpiricalPredictor(Predictor):
 
     name = "empirical"
 
+    @dataclass(frozen=True)
+    class Options(PredictorOptions):
+        predictions: str | None = option(None, label="Predictions file", flag="--predictions",
+                                         source=PREDICTIONS_FILE,
+                                         help="an external predictor's (true length, prediction) file: predictions "
+                                              "drawn from it conditionally on the true length")
+
+        def label(self) -> str:
+            return f"empirical (file {(self.predictions or '')[:8]})"
+
     @classmethod
-    def build(cls, output_tokens: np.ndarray, *, pairs: PredictionPairs | None = None, seed: int = 0,
-              **_) -> Predictor:
+    def build(cls, output_tokens: np.ndarray, options: Options | None = None, seed: int = 0, *,
+              pairs: PredictionPairs | None = None, **_) -> Predictor:
         if pairs is None:
             raise ValueError("an empirical predictor needs a predictions file of (true length, prediction) pairs")
         return cls(output_tokens, pairs.true, pairs.policy_values(), ranks=pairs.lengths() is None, seed=seed)

@@ -1,13 +1,20 @@
 """The one registry of the simulator's choices: dispatch policies, queue policies (decode and prefill queues) and
-predictors. The engine builds from it, and the CLI and the playground page list its names."""
+predictors. The engine builds from it, and the CLI and the playground page list its names.
+
+A predictor kind's entry (:class:`PredictorKind`) also carries the frozen dataclass of its own options (typed,
+range-checked, each saying how a flag or a form asks for it, and the kind's label of a predictor made with them) and
+the trace column it needs; callers ask the entry instead of branching on kind names. Kinds that read the store
+(trained predictors, imported predictions files) register how their inputs are fetched one layer up
+(:mod:`lenscope.jobs.scheduler.predictor_spec`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Generic, TypeVar
 
 import numpy as np
+import pandas as pd
 
 from lenscope.analysis.scheduler.policies import (
     FCFS,
@@ -25,8 +32,10 @@ from lenscope.analysis.scheduler.predictors import (
     ConstantPredictor,
     EmpiricalPredictor,
     NoisyOraclePredictor,
+    Option,
     OraclePredictor,
     Predictor,
+    PredictorOptions,
     StoredPredictor,
     TraceColumnPredictor,
 )
@@ -45,8 +54,30 @@ class Entry(Generic[T]):
 
     @classmethod
     def of(cls, kind: type, label: str, needs_column: str | None = None) -> Entry:
-        """The entry of a policy or predictor class, under its ``name`` (predictors build through ``build``)."""
+        """The entry of a policy class (or anything with a ``build``), under its ``name``."""
         return cls(kind.name, getattr(kind, "build", kind), label, needs_column)
+
+
+@dataclass(frozen=True)
+class PredictorKind(Entry[Predictor]):
+    """A predictor kind: its class (``build(output_tokens, options, seed, **inputs)``), the dataclass of its own
+    options (:class:`~lenscope.analysis.scheduler.predictors.PredictorOptions`) and the trace inputs it reads."""
+
+    predictor: type[Predictor] = Predictor
+
+    @classmethod
+    def of(cls, kind: type[Predictor], label: str, needs_column: str | None = None) -> PredictorKind:
+        return cls(kind.name, kind.build, label, needs_column, kind)
+
+    @property
+    def options(self) -> type[PredictorOptions]:
+        return self.predictor.Options
+
+    def for_trace(self, trace: pd.DataFrame, options: PredictorOptions, seed: int = 0, **inputs) -> Predictor:
+        """The predictor for ``trace`` (its true lengths and the columns the kind reads) with ``options``, ``seed``
+        and the ``inputs`` fetched from elsewhere (the store)."""
+        return self.build(trace["output_tokens"].to_numpy(), options, seed,
+                          **self.predictor.trace_inputs(trace), **inputs)
 
 
 class Registry(Generic[T]):
@@ -94,13 +125,33 @@ QUEUE_POLICIES: Registry[QueuePolicy] = Registry("queue policy", [
 PREFILL_QUEUE_POLICIES: Registry[QueuePolicy] = Registry(
     "prefill queue policy", [QUEUE_POLICIES.entry(name) for name in ("fcfs", "spf", "sjf")])
 PREDICTORS: Registry[Predictor] = Registry("predictor", [
-    Entry.of(OraclePredictor, "oracle"),
-    Entry.of(NoisyOraclePredictor, "oracle-noise"),
-    Entry.of(ConstantPredictor, "constant"),
-    Entry.of(StoredPredictor, "stored", needs_column="run_id"),
-    Entry.of(TraceColumnPredictor, "trace column", needs_column="predicted_tokens"),
-    Entry.of(EmpiricalPredictor, "empirical (upload predictions file)"),
+    PredictorKind.of(OraclePredictor, "oracle"),
+    PredictorKind.of(NoisyOraclePredictor, "oracle-noise"),
+    PredictorKind.of(ConstantPredictor, "constant"),
+    PredictorKind.of(StoredPredictor, "stored", needs_column="run_id"),
+    PredictorKind.of(TraceColumnPredictor, "trace column", needs_column="predicted_tokens"),
+    PredictorKind.of(EmpiricalPredictor, "empirical (upload predictions file)"),
 ])
+
+
+def predictor_kind(name: str) -> PredictorKind:
+    """The entry of predictor kind ``name`` (ValueError naming the kinds for an unknown one)."""
+    return PREDICTORS.entry(name)  # type: ignore[return-value]
+
+
+def predictor_options() -> dict[str, Option]:
+    """Every option any predictor kind declares, by field name (one per name: kinds sharing a name share its
+    :class:`Option`), in registry order: what the CLI adds flags for."""
+    found: dict[str, Option] = {}
+    for name in PREDICTORS.names():
+        for field_name, option in predictor_kind(name).options.options():
+            found.setdefault(field_name, option)
+    return found
+
+
+def kinds_taking(field_name: str) -> tuple[str, ...]:
+    """The predictor kinds with an option ``field_name``."""
+    return tuple(n for n in PREDICTORS.names() if predictor_kind(n).options.takes(field_name))
 
 
 def dispatch_choices(prefix_cache: bool) -> tuple[str, ...]:
@@ -118,6 +169,10 @@ def predictor_choices(columns) -> tuple[str, ...]:
     return tuple(n for n in PREDICTORS.names() if PREDICTORS.entry(n).needs_column in (None, *columns))
 
 
-def make_predictor(kind: str, output_tokens: np.ndarray, **options) -> Predictor:
-    """Build predictor ``kind`` for a trace with true ``output_tokens`` (options: see :mod:`~.predictors` builders)."""
-    return PREDICTORS.make(kind, output_tokens, **options)
+def make_predictor(kind: str, output_tokens: np.ndarray, *, seed: int = 0, **options) -> Predictor:
+    """Build predictor ``kind`` for a trace with true ``output_tokens``: ``options`` holds the kind's own options
+    (fields of its options dataclass, range-checked) and the inputs its builder reads (others are ignored)."""
+    entry = predictor_kind(kind)
+    names = {f.name for f in fields(entry.options)}
+    own = entry.options(**{k: v for k, v in options.items() if k in names})
+    return entry.build(output_tokens, own, seed, **{k: v for k, v in options.items() if k not in names})

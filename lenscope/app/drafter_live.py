@@ -26,7 +26,7 @@ from lenscope.jobs.drafter.live import (
     speculative_job,
     stored_measurement,
 )
-from lenscope.jobs.study.pipeline import preferred_dataset
+from lenscope.jobs.runs.datasets import preferred_dataset
 from lenscope.models.target import TargetModel
 from lenscope.store.store import Store
 

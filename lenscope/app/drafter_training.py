@@ -9,7 +9,7 @@ from lenscope.app.runner import run_job
 from lenscope.app.study import empty_state, shipped_notice
 from lenscope.figures.drafter import ablation_table, drafter_ablation_tables
 from lenscope.jobs.drafter.training import DRAFTER_VARIANTS, PROBE_MODES, train_drafter_job, train_probe_job
-from lenscope.jobs.study.pipeline import preferred_dataset
+from lenscope.jobs.runs.datasets import preferred_dataset
 from lenscope.jobs.study.shipped import ShippedStudy
 from lenscope.models.target import TargetModel
 from lenscope.store.store import Store

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from lenscope.app.runner import error_boundary, run_job
-from lenscope.app.widgets import MODEL_KEY, get_store, get_target, show_figure
+from lenscope.app.widgets import MODEL_KEY, get_target, show_figure
 from lenscope.figures.results import pred_true_heatmap
 from lenscope.jobs.predictors.baselines import BASELINES, DESCRIPTIONS, train_baselines
 from lenscope.jobs.results.leaderboard import benchmark_frame, cell_rows, pred_true_histogram, run_rows
@@ -14,10 +14,14 @@ from lenscope.store.store import Store
 
 
 @st.cache_data(show_spinner="Reading predictions from the store...", max_entries=8)
-def load_frame(dataset: str, signature: tuple) -> pd.DataFrame:
-    """Benchmark frame of ``dataset``; ``signature`` (store URL, predictor ids, run count, whether censored runs
-    are included: its last item) keys the cache."""
-    return benchmark_frame(get_store(), dataset, include_censored=signature[-1])
+def _benchmark(_store: Store, url: str, dataset: str, include_censored: bool, signature: tuple) -> pd.DataFrame:
+    return benchmark_frame(_store, dataset, include_censored=include_censored)
+
+
+def load_frame(store: Store, dataset: str, include_censored: bool = False) -> pd.DataFrame:
+    """Benchmark frame of ``dataset`` (runs cut at the token cap scored only with ``include_censored``), read again
+    only when the store's content changes (:meth:`Store.signature`: runs, predictors, results)."""
+    return _benchmark(store, store.url, dataset, include_censored, store.signature())
 
 
 def picked_cell(selection, table: pd.DataFrame) -> tuple[str, str] | None:

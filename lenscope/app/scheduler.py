@@ -7,10 +7,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from lenscope.analysis.scheduler.predictors import NUMBER, PREDICTIONS_FILE, TRAINED_PREDICTOR, Option
+from lenscope.analysis.scheduler.registry import predictor_kind
 from lenscope.app.runner import progress_callback
 from lenscope.app.study import empty_state
 from lenscope.app.widgets import show_figure
 from lenscope.figures.scheduler import gantt_figure, instance_load_figure, latency_cdf_figure, percentile_figure
+from lenscope.jobs.runs.datasets import preferred_dataset
 from lenscope.jobs.scheduler.replay import (
     BATCHING,
     DEFAULT_COST,
@@ -40,7 +43,6 @@ from lenscope.jobs.scheduler.replay import (
     predictor_choices,
     run_simulation,
 )
-from lenscope.jobs.study.pipeline import preferred_dataset
 from lenscope.store.store import Store
 
 NO_COLUMN = "(none)"
@@ -194,26 +196,42 @@ def predictor_picker(store: Store, trace: pd.DataFrame) -> PredictorSpec | None:
     st.sidebar.header("Predictor")
     kinds = predictor_choices(trace.columns)
     kind = st.sidebar.selectbox("Predictor", kinds, index=1, key="sched_predictor", format_func=PREDICTORS.label)
-    if kind == "oracle-noise":
-        return PredictorSpec(kind=kind, mae=st.sidebar.number_input("Noise MAE (tokens)", 0.0, 10_000.0, 50.0,
-                                                                     key="sched_mae"))
-    if kind == "constant":
-        return PredictorSpec(kind=kind, constant=st.sidebar.number_input("Constant length", 1.0, 100_000.0, 256.0))
-    if kind == "stored":
-        predictors = store.predictors_frame()
-        if predictors.empty:
-            st.warning("No trained predictor yet: train one on the Remaining length or Drafter pages.")
+    values = {}
+    for name, option in predictor_kind(kind).options.asked():  # the kind's own options, each by its source's field
+        value = FORM_FIELDS[option.source](store, option)
+        if value is None:
             return None
-        names = predictors.set_index("predictor_id")["name"]
-        pid = st.sidebar.selectbox("Trained predictor", predictors["predictor_id"].tolist(), format_func=names.get)
-        return PredictorSpec(kind=kind, predictor_id=int(pid))
-    if kind == "empirical":
-        imported = _imported_predictions(store)
-        if imported is None:
-            return None
-        show_prediction_evaluation(*imported)
-        return PredictorSpec(kind=kind, predictions=imported[0].key)
-    return PredictorSpec(kind=kind)
+        values[name] = value
+    return PredictorSpec(kind, **values)
+
+
+def _number_field(store: Store, option: Option) -> float:
+    """A number input over the option's range (up to its form bound), from the value it starts from."""
+    return st.sidebar.number_input(option.label, float(option.valid.low), option.high, option.ask, key=option.key)
+
+
+def _trained_predictor_field(store: Store, option: Option) -> int | None:
+    """A select of the store's trained predictors (None, after saying so, when there is none)."""
+    predictors = store.predictors_frame()
+    if predictors.empty:
+        st.warning("No trained predictor yet: train one on the Remaining length or Drafter pages.")
+        return None
+    names = predictors.set_index("predictor_id")["name"]
+    return int(st.sidebar.selectbox(option.label, predictors["predictor_id"].tolist(), format_func=names.get))
+
+
+def _predictions_file_field(store: Store, option: Option) -> str | None:
+    """An uploaded predictions file, imported and evaluated (its evaluation shown): its digest (None: no file)."""
+    imported = _imported_predictions(store)
+    if imported is None:
+        return None
+    show_prediction_evaluation(*imported)
+    return imported[0].key
+
+
+# The form field of each source of predictor options (the registry says which options a kind has).
+FORM_FIELDS = {NUMBER: _number_field, TRAINED_PREDICTOR: _trained_predictor_field,
+               PREDICTIONS_FILE: _predictions_file_field}
 
 
 def cluster_picker(trace: pd.DataFrame) -> tuple[SimConfig, float]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from lenscope.analysis.papers import OUTLETS_SERVING
 from lenscope.app.runner import run_job
 from lenscope.app.scheduler import show_results
 from lenscope.app.widgets import show_figure
 from lenscope.figures.scheduler import outlets_change_figure
 from lenscope.jobs.scheduler.replay import (
-    OUTLETS_PAPER,
     PRESET_SEEDS,
     WORKLOADS,
     PredictorSpec,
@@ -21,7 +21,7 @@ from lenscope.jobs.scheduler.replay import (
     preset_seed_table,
     reference_rows,
 )
-from lenscope.jobs.study.results import PRESET_KIND, preset_config
+from lenscope.jobs.study.results import stored_preset
 from lenscope.jobs.study.shipped import shipped_for
 from lenscope.store.store import Store
 
@@ -47,7 +47,7 @@ def stored_study_preset(store: Store) -> None:
     shipped = shipped_for(store)
     presets = [] if shipped is None or shipped.preset() is None else [(f"{shipped.dataset}, shipped", shipped.preset())]
     for dataset in store.datasets_frame()["name"]:
-        preset = store.get_result(PRESET_KIND, preset_config(store, dataset))
+        preset = stored_preset(store, dataset)
         if preset is not None:
             presets.append((dataset, preset))
     for index, (dataset, preset) in enumerate(presets):
@@ -62,8 +62,8 @@ def outlets_preset_tab(store: Store, trace: pd.DataFrame, spec: PredictorSpec, b
                        short_q: float) -> None:
     """Workload controls, a run button, the paper's number beside ours, the references and per-seed tables, the first
     seed's views, and the study's stored preset."""
-    st.markdown(f"OUTLETS system study: 1 prefill + 3 decode instances, {OUTLETS_PAPER['requests']:,} requests "
-                f"with prompts <= {OUTLETS_PAPER['max_prompt_tokens']} tokens (and, decode-bound like the paper's "
+    st.markdown(f"OUTLETS system study: 1 prefill + 3 decode instances, {OUTLETS_SERVING['requests']:,} requests "
+                f"with prompts <= {OUTLETS_SERVING['max_prompt_tokens']} tokens (and, decode-bound like the paper's "
                 "workload, long outputs) at saturation, RR+FCFS vs RR+SJF vs LB+SJF over several seeds, using the "
                 "predictor chosen in the sidebar, the oracle and a constant (the trace's median output length) on "
                 "the current trace's lengths.")
@@ -72,8 +72,8 @@ def outlets_preset_tab(store: Store, trace: pd.DataFrame, spec: PredictorSpec, b
     auto_qps = c1.checkbox("Saturate (4x estimated capacity)", True, key="preset_auto",
                            help="The paper used 100 QPS on its hardware; the estimate adapts to this "
                                 "trace's lengths and the cost model.")
-    preset_qps = c2.number_input("QPS", 1.0, 10_000.0, OUTLETS_PAPER["qps"], key="preset_qps", disabled=auto_qps)
-    preset_n = c3.number_input("Requests", 10, 200_000, OUTLETS_PAPER["requests"], key="preset_n")
+    preset_qps = c2.number_input("QPS", 1.0, 10_000.0, OUTLETS_SERVING["qps"], key="preset_qps", disabled=auto_qps)
+    preset_n = c3.number_input("Requests", 10, 200_000, OUTLETS_SERVING["requests"], key="preset_n")
     c4, c5, c6 = st.columns(3)
     preset_seeds = c4.number_input("Seeds", 1, 200, PRESET_SEEDS, key="preset_seeds",
                                    help="Each seed re-draws the pool of requests (a bootstrap resample), the requests, "
@@ -94,12 +94,12 @@ def outlets_preset_tab(store: Store, trace: pd.DataFrame, spec: PredictorSpec, b
         cols = st.columns(3)
         cols[0].metric("Ours: short P99, RR+FCFS -> LB+SJF", f"{means.loc['LB+SJF', 'short_e2e_p99_s']:.1f} s",
                        f"{100 * preset.changes['LB+SJF']:+.1f}%", delta_color="inverse")
-        cols[1].metric("Paper (OUTLETS, reported): short P99", f"{OUTLETS_PAPER['short_p99_after_s']} s",
-                       f"{100 * OUTLETS_PAPER['short_p99_change']:+.1f}%", delta_color="inverse")
+        cols[1].metric("Paper (OUTLETS, reported): short P99", f"{OUTLETS_SERVING['short_p99_after_s']} s",
+                       f"{100 * OUTLETS_SERVING['short_p99_change']:+.1f}%", delta_color="inverse")
         cols[2].metric("Ours: RR+SJF change", f"{100 * preset.changes['RR+SJF']:+.1f}%")
         show_seed_tables(preset.per_seed, "preset")
         st.caption("The views below show the first seed of the chosen predictor.")
-        show_figure(outlets_change_figure(preset.changes, OUTLETS_PAPER["short_p99_change"]), "preset-change")
+        show_figure(outlets_change_figure(preset.changes, OUTLETS_SERVING["short_p99_change"]), "preset-change")
         show_results(preset.outcomes, "preset")
     else:
         st.info("Press **Run OUTLETS preset** to simulate the three policy pairs.")

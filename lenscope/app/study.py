@@ -7,12 +7,11 @@ import streamlit as st
 
 from lenscope.app.background import get_job, show_job, start_job
 from lenscope.app.widgets import MODEL_KEY, get_target
-from lenscope.jobs.runs.datasets import dataset_counts
+from lenscope.jobs.runs.datasets import dataset_counts, preferred_dataset
 from lenscope.jobs.study.pipeline import (
     SHIPPED_SAMPLES,
     SIZES,
     collection_text,
-    preferred_dataset,
     run_study,
     study_checklist,
     study_dataset,

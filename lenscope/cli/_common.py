@@ -84,7 +84,7 @@ def resolve_dataset(args: argparse.Namespace) -> None:
     """Fill in ``args.dataset`` for commands registered with :func:`add_dataset_arg` (a clear error when the
     store holds no dataset)."""
     if getattr(args, "resolve_dataset", False) and args.dataset is None:
-        from lenscope.jobs.study.pipeline import preferred_dataset
+        from lenscope.jobs.runs.datasets import preferred_dataset
         from lenscope.store.store import Store
 
         args.dataset = preferred_dataset(Store().datasets_frame()["name"].tolist())

@@ -115,7 +115,7 @@ def run_train_plp(args: argparse.Namespace) -> int:
 def run_attribution(args: argparse.Namespace) -> int:
     import torch
 
-    from lenscope.jobs.egtp.heads import PAPER_PEARSON
+    from lenscope.jobs.egtp.heads import EGTP_ATTRIBUTION_R
     from lenscope.jobs.egtp.heads import run_attribution as job
     from lenscope.store.store import Store
 
@@ -131,7 +131,7 @@ def run_attribution(args: argparse.Namespace) -> int:
                       include_censored=args.include_censored, on_progress=bars)
     finally:
         bars.close()
-    print(f"entropy vs importance over test prompt tokens (paper: Pearson r = {PAPER_PEARSON}):")
+    print(f"entropy vs importance over test prompt tokens (paper: Pearson r = {EGTP_ATTRIBUTION_R}):")
     for s in payload["summaries"]:
         print(f"  {s['head']:>5} head, {s['path']} path L{args.layer}<-L{attr_layer}: "
               f"Pearson {s['pearson']:.3f} [{s['pearson_ci'][0]:.3f}, {s['pearson_ci'][1]:.3f}], "
@@ -141,7 +141,7 @@ def run_attribution(args: argparse.Namespace) -> int:
 
 
 def _run_evidence(args: argparse.Namespace) -> int:
-    from lenscope.figures.attribution_evidence import evidence_display, head_summary_display
+    from lenscope.figures.attribution import evidence_display, head_summary_display
     from lenscope.jobs.egtp.attribution import attribution_evidence
     from lenscope.store.store import Store
 

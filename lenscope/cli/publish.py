@@ -28,7 +28,7 @@ def run_publish(args: argparse.Namespace) -> int:
     from lenscope.jobs.study.shipped import RESULTS_DIR, publish_results
     from lenscope.store.store import Store
 
-    root = args.out or RESULTS_DIR
+    root = _folder(args.out, RESULTS_DIR)
     manifest = publish_results(StoreResults(Store(), args.dataset), load_target(args), root)
     print(f"published {len(manifest['files'])} files of dataset {args.dataset!r} ({manifest['runs']} runs) to {root}")
     return 0
@@ -39,10 +39,20 @@ def run_ship(args: argparse.Namespace) -> int:
     from lenscope.jobs.predictors.predict import interval_metrics
     from lenscope.store.store import Store
 
-    root, store = args.out or SHIPPED_DIR, Store()
+    root, store = _folder(args.out, SHIPPED_DIR), Store()
     names = ship_predictors(store, args.dataset, root, interval_metrics(store, args.dataset))
     if not names:
         raise ValueError(f"no catalog predictor is trained on dataset {args.dataset!r}; run "
                          "`python -m lenscope study --size full` first")
     print(f"shipped {', '.join(names)} from dataset {args.dataset!r} to {root}")
     return 0
+
+
+def _folder(out: Path | None, repository_folder: Path) -> Path:
+    """``--out``, else the repository's folder: an installed copy has none (its bundled data is read-only)."""
+    from lenscope.store.settings import CHECKOUT
+
+    if out is None and not CHECKOUT:
+        raise ValueError("this lenscope is installed, not a repository checkout: its shipped data is not written; "
+                         "pass --out FOLDER")
+    return out or repository_folder

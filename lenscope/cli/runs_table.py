@@ -27,8 +27,8 @@ def register(subparsers) -> None:
 
 
 def export_runs_command(args: argparse.Namespace) -> int:
+    from lenscope.jobs.runs.datasets import preferred_dataset
     from lenscope.jobs.runs.table import export_format, export_runs, generations_table, load_runs
-    from lenscope.jobs.study.pipeline import preferred_dataset
     from lenscope.store.store import Store
 
     export_format(args.out)  # a bad suffix fails before anything is read

@@ -8,13 +8,20 @@ import json
 from pathlib import Path
 
 from lenscope.analysis.scheduler.engine import BATCHING, CONFIG_RANGES, MODES, QPS, SHORT_QUANTILE
-from lenscope.analysis.scheduler.predictors import CONSTANT_LENGTH, NOISE_MAE
-from lenscope.analysis.scheduler.registry import DISPATCH_POLICIES, PREDICTORS, PREFILL_QUEUE_POLICIES, QUEUE_POLICIES
+from lenscope.analysis.scheduler.predictors import NOISE_MAE, PREDICTIONS_FILE
+from lenscope.analysis.scheduler.registry import (
+    DISPATCH_POLICIES,
+    PREDICTORS,
+    PREFILL_QUEUE_POLICIES,
+    QUEUE_POLICIES,
+    kinds_taking,
+    predictor_kind,
+    predictor_options,
+)
 from lenscope.analysis.scheduler.traces import TIME_UNITS
 from lenscope.cli._common import (
     PhaseBars,
     add_ray_args,
-    non_negative_int,
     number,
     numbers,
     output_file,
@@ -23,6 +30,10 @@ from lenscope.cli._common import (
     seed,
 )
 from lenscope.models.numbers import SEED
+
+# Predictor options whose flag is not a number: the flag's type, and how its value becomes the option's (an imported
+# predictions file's digest); the others are numbers in their option's range.
+FLAG_TYPES = {PREDICTIONS_FILE: Path}
 
 
 def register(subparsers) -> None:
@@ -130,11 +141,13 @@ def add_cluster_args(p: argparse.ArgumentParser, policies: bool = True) -> None:
 def add_predictor_args(p: argparse.ArgumentParser) -> None:
     """The predictor the policies see, the cost model and the seed."""
     p.add_argument("--predictor", choices=PREDICTORS.names(), default="oracle", help=PREDICTORS.describe())
-    p.add_argument("--noise-mae", type=number(NOISE_MAE), default=50.0)
-    p.add_argument("--constant", type=number(CONSTANT_LENGTH), default=256.0)
-    p.add_argument("--predictor-id", type=non_negative_int, help="trained predictor id (with --predictor stored)")
-    p.add_argument("--predictions", type=Path, help="an external predictor's (true length, prediction) file (with "
-                   "--predictor empirical: predictions drawn from it conditionally on the true length)")
+    for name, option in predictor_options().items():  # every kind's options, one flag each (read by spec_from)
+        if option.flag is not None:
+            file = option.source in FLAG_TYPES
+            p.add_argument(option.flag, dest=name, type=FLAG_TYPES.get(option.source) or number(option.valid),
+                           default=option.ask,
+                           metavar="PATH" if file else option.flag.lstrip("-").replace("-", "_").upper(),
+                           help=f"{option.help} (with --predictor {' or '.join(kinds_taking(name))})")
     _add_predictions_args(p)
     p.add_argument("--cost-json", type=Path, help="cost model from `lenscope calibrate-cost --out`")
     p.add_argument("--seed", type=seed, default=0)
@@ -219,28 +232,45 @@ def config_from(args: argparse.Namespace):
                      hash_block_tokens=args.hash_block_tokens)
 
 
-def spec_from(args: argparse.Namespace, store):
-    """The ``PredictorSpec`` of ``add_predictor_args`` (importing a --predictions file into the store)."""
+def _imported_digest(args: argparse.Namespace, path: Path, store) -> str:
+    """A --predictions file imported into the store (its evaluation's first lines printed): its digest."""
+    imported, lines = _read_predictions(args, path, store)
+    print(f"predictions {path.name}: " + ", ".join(lines[:3]))
+    return imported.key
+
+
+FLAG_READERS = {PREDICTIONS_FILE: _imported_digest}
+
+
+def specs_from(args: argparse.Namespace, store, kinds: list[str]) -> list:
+    """The ``PredictorSpec`` of each of ``kinds`` from the flags of ``add_predictor_args``: each kind reads the flags
+    of its own options (a --predictions file is imported into the store once); a file flag is refused unless a kind
+    takes it, and such a kind needs it."""
     from lenscope.jobs.scheduler.replay import PredictorSpec
 
-    if (args.predictor == "empirical") != (args.predictions is not None):
-        raise ValueError("--predictor empirical and --predictions PATH go together")
+    values = {}
+    for name, option in predictor_options().items():
+        if option.flag is None:
+            continue
+        value, read = getattr(args, name), FLAG_READERS.get(option.source)
+        if read is not None:
+            wanted = any(predictor_kind(k).options.takes(name) for k in kinds)
+            if wanted != (value is not None):
+                raise ValueError(f"--predictor {' or '.join(kinds_taking(name))} and {option.flag} PATH go together")
+        values[name] = read(args, value, store) if read is not None and value is not None else value
     if args.predictions is None and (args.prediction_columns or args.classes or args.bucket_edges):
         raise ValueError("--prediction-columns, --classes and --bucket-edges read a --predictions file")
-    predictions = None
-    if args.predictions is not None:
-        imported, lines = _read_predictions(args, args.predictions, store)
-        predictions = imported.key
-        print(f"predictions {args.predictions.name}: " + ", ".join(lines[:3]))
-    return PredictorSpec(kind=args.predictor, mae=args.noise_mae if args.predictor == "oracle-noise" else 0.0,
-                         constant=args.constant, predictor_id=args.predictor_id, seed=args.seed,
-                         predictions=predictions)
+    return [PredictorSpec(k, seed=args.seed, **{name: values[name] for name, _ in predictor_kind(k).options.asked()})
+            for k in kinds]
+
+
+def spec_from(args: argparse.Namespace, store):
+    """The ``PredictorSpec`` of ``add_predictor_args`` (importing a --predictions file into the store)."""
+    return specs_from(args, store, [args.predictor])[0]
 
 
 def run_sweep(args: argparse.Namespace, store, config) -> int:
     """``simulate --sweep``: the grid's table (and ``--out`` CSV) around the cluster ``config``."""
-    from dataclasses import replace
-
     from lenscope.jobs.scheduler.grid_sweep import SweepGrid, grid_outcomes, grid_table
     from lenscope.jobs.scheduler.qps_sweep import parse_policies
 
@@ -248,14 +278,14 @@ def run_sweep(args: argparse.Namespace, store, config) -> int:
         raise ValueError("--sweep needs --sweep-qps Q1,Q2,... (the loads to simulate)")
     if args.qps is None and args.dataset:
         args.qps = 1.0  # the app's runs get arrivals here; every point re-times them
-    trace, spec = trace_from(args, store), spec_from(args, store)
     kinds = [k.strip() for k in (args.predictors or args.predictor).split(",") if k.strip()]
     unknown = sorted(set(kinds) - set(PREDICTORS.names()))
     if unknown:
         raise ValueError(f"unknown predictor(s) {', '.join(unknown)}; choose from {', '.join(PREDICTORS.names())}")
+    trace = trace_from(args, store)
     grid = SweepGrid(qps=tuple(sorted(set(args.sweep_qps))), policies=tuple(parse_policies(args.policies)),
-                     predictors=tuple(replace(spec, kind=k, mae=0.0) for k in kinds),
-                     maes=tuple(args.maes or (args.noise_mae,)), seeds=tuple(args.seeds or (args.seed,)))
+                     predictors=tuple(specs_from(args, store, kinds)),
+                     maes=tuple(args.maes or (args.mae,)), seeds=tuple(args.seeds or (args.seed,)))
     bars = PhaseBars()
     try:
         outcomes = grid_outcomes(store, trace, config, grid, args.short_quantile, ray_options(args), bars)

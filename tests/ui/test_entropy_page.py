@@ -47,7 +47,7 @@ def test_home_page_collects_a_dataset_with_progress(data_dir):
 
 
 @pytest.mark.model  # the app loads the embedded model itself
-def test_entropy_page_generates_and_caches(data_dir):
+def test_entropy_page_generates_and_stores(data_dir):
     at = open_page("pages/1_Token_entropy.py").run()
     assert not at.exception and at.info[0].value.startswith("Type a prompt")
     at.text_area(key="entropy_prompt").input("What is 2+2?")

@@ -111,22 +111,24 @@ def drafter_ablation(store: Store, dataset: str, last_layer: int, epochs: int = 
                    for label, (layers, view) in ablation_probes(fuse_layers, last_layer).items()})
     ids = {**drafters, **{label: p["predictor_id"] for label, p in probes.items()}}
     config = {"dataset": dataset, "predictors": ids, "max_step": MAX_STEP}
-    cached = store.get_result(ABLATION_KIND, config)
-    if cached is not None:
-        return cached
+    return store.memo(ABLATION_KIND, config, lambda: _ablation_payload(store, ids, probes, candidates, best,
+                                                                       fuse_layers, last_layer, epochs),
+                      name=f"drafter ablation {dataset}")
+
+
+def _ablation_payload(store: Store, ids: dict, probes: dict, candidates: dict, best: int, fuse_layers: list,
+                      last_layer: int, epochs: int) -> dict:
     pairs = [_pair(store, ids, "outlets drafter", label) for label in probes]
     pairs += [_pair(store, ids, "no-decoder drafter", "outlets drafter", "the draft decoder"),
               _pair(store, ids, "lp-only drafter", "outlets drafter", "the draft (KL) objective"),
               _pair(store, ids, BEST_LAYER, FUSED_POOLED, "the drafter's inputs, to a probe"),
               _pair(store, ids, FUSED_POOLED, "no-decoder drafter", "the drafter's training beyond a probe on its "
                                                                   "inputs")]
-    payload = {"predictors": {label: _test_mae(store, pid) for label, pid in ids.items()},
-               "names": {label: p["name"] for label, p in probes.items()},
-               "pairs": [p for p in pairs if p is not None], "best_layer": best,
-               "candidates": {str(layer): c["val_mae"] for layer, c in candidates.items()},
-               "fuse_layers": list(fuse_layers), "last_layer": last_layer, "epochs": epochs}
-    store.put_result(ABLATION_KIND, f"drafter ablation {dataset}", config, payload)
-    return payload
+    return {"predictors": {label: _test_mae(store, pid) for label, pid in ids.items()},
+            "names": {label: p["name"] for label, p in probes.items()},
+            "pairs": [p for p in pairs if p is not None], "best_layer": best,
+            "candidates": {str(layer): c["val_mae"] for layer, c in candidates.items()},
+            "fuse_layers": list(fuse_layers), "last_layer": last_layer, "epochs": epochs}
 
 
 def stored_ablation(store: Store, dataset: str) -> dict | None:

@@ -151,9 +151,14 @@ def speculative_job(store: Store, target: TargetModel, dataset: str, n_prompts: 
     ``identical_to_plain`` prompts), ``plain_tokens_per_s``, ``difference`` (OUTLETS - SD-only, or None),
     ``runs`` (per prompt and variant) and ``curves`` (per verify cycle: step, drafter, probe, true)."""
     config = speculative_config(store, dataset, n_prompts, max_new_tokens, k, temperature, seed)
-    cached = store.get_result(SPECULATIVE_KIND, config)
-    if cached is not None:
-        return cached
+    return store.memo(SPECULATIVE_KIND, config,
+                      lambda: _speculative_payload(store, target, dataset, n_prompts, max_new_tokens, k, temperature,
+                                                   seed, on_progress),
+                      name=f"speculative {dataset} k={k} T={temperature}")
+
+
+def _speculative_payload(store: Store, target: TargetModel, dataset: str, n_prompts: int, max_new_tokens: int,
+                         k: int, temperature: float, seed: int, on_progress: Progress) -> dict:
     prompts = held_out_prompts(store, dataset, n_prompts)
     if not prompts:
         raise ValueError(f"dataset {dataset!r} has no held-out prompts")
@@ -176,12 +181,10 @@ def speculative_job(store: Store, target: TargetModel, dataset: str, n_prompts: 
         on_progress(i + 1, len(prompts), "speculative decoding")
     frame = pd.DataFrame(runs)
     plain_rows = frame[frame["variant"] == "plain"]
-    payload = {"drafters": _summary(frame, k), "difference": _difference(frame, k),
-               "plain_tokens_per_s": _estimate(bootstrap_ratio(plain_rows["tokens"], plain_rows["seconds"])),
-               "prompts": len(prompts), "k": k, "temperature": temperature,
-               "runs": frame.to_dict("records"), "curves": curves}
-    store.put_result(SPECULATIVE_KIND, f"speculative {dataset} k={k} T={temperature}", config, payload)
-    return payload
+    return {"drafters": _summary(frame, k), "difference": _difference(frame, k),
+            "plain_tokens_per_s": _estimate(bootstrap_ratio(plain_rows["tokens"], plain_rows["seconds"])),
+            "prompts": len(prompts), "k": k, "temperature": temperature,
+            "runs": frame.to_dict("records"), "curves": curves}
 
 
 @dataclass

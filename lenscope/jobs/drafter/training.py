@@ -38,7 +38,9 @@ from lenscope.models.target import TargetModel
 from lenscope.store.settings import get_settings
 from lenscope.store.store import Store, StoredRun
 
-DRAFTER_VARIANTS = tuple(VARIANTS)
+DRAFTER_VARIANTS = tuple(VARIANTS)  # every variant the app and CLI can train
+# The variants beside the OUTLETS drafter in the study's drafter ablation.
+ABLATION_DRAFTERS = ("no-decoder", "lp-only", "sd-only")
 PROBE_MODES = LENGTH_MODES
 TOPK = 32            # target distribution truncated to its top-32 tokens for the KL
 UMAP_KIND = "drafter_umap"
@@ -246,10 +248,25 @@ def representation_umap_job(store: Store, target: TargetModel, predictor_id: int
                             n_points: int = 1500, seed: int = 0, on_progress: Progress = no_progress) -> dict:
     """2-D UMAP of drafter representations and of target layer-``layer`` states at the same decoding
     steps (evaluation-split runs, up to ``n_points`` evenly subsampled), coloured by remaining length.
-    Cached in the store as a ``drafter_umap`` result."""
+    Kept in the store as a ``drafter_umap`` result (computed again, and replaced, on every call)."""
+    row = store.predictors_frame("drafter").set_index("predictor_id").loc[predictor_id]
+    payload = store.memo(UMAP_KIND, umap_config(predictor_id, layer, n_points),
+                         lambda: _umap_payload(store, target, row, layer, n_points, seed, on_progress),
+                         name=f"UMAP {row['name']} vs layer {layer}", refresh=True)
+    on_progress(2, 2, "UMAP done")
+    return payload
+
+
+def stored_umap(store: Store, predictor_id: int, layer: int = 15, n_points: int = 1500) -> dict | None:
+    """The UMAP payload kept for drafter ``predictor_id`` against target layer ``layer``, or None (nothing is
+    computed)."""
+    return store.stored(UMAP_KIND, umap_config(predictor_id, layer, n_points))
+
+
+def _umap_payload(store: Store, target: TargetModel, row: pd.Series, layer: int, n_points: int, seed: int,
+                  on_progress: Progress) -> dict:
     import umap
 
-    row = store.predictors_frame("drafter").set_index("predictor_id").loc[predictor_id]
     drafter = load_drafter(row["artifact_path"], target)
     examples = load_examples(store, None, row["config"]["dataset"], drafter.config.fuse_layers, on_progress)
     split = evaluation_split(ex.split for ex in examples)
@@ -267,9 +284,5 @@ def representation_umap_job(store: Store, target: TargetModel, predictor_id: int
         on_progress(i, 2, f"UMAP of {key} representations")
         data = torch.cat(feats)[pick].float().numpy()
         embeddings[key] = umap.UMAP(n_neighbors=min(15, len(pick) - 1), random_state=seed).fit_transform(data).tolist()
-    payload = {**embeddings, "remaining": np.concatenate(remaining)[pick].tolist(),
-               "step": np.concatenate(steps)[pick].tolist(), "split": split, "layer": layer}
-    store.put_result(UMAP_KIND, f"UMAP {row['name']} vs layer {layer}", umap_config(predictor_id, layer, n_points),
-                     payload)
-    on_progress(2, 2, "UMAP done")
-    return payload
+    return {**embeddings, "remaining": np.concatenate(remaining)[pick].tolist(),
+            "step": np.concatenate(steps)[pick].tolist(), "split": split, "layer": layer}

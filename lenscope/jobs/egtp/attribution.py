@@ -21,7 +21,8 @@ from lenscope.analysis.egtp.attention_head import train_attention_head
 from lenscope.analysis.egtp.controls import RunTokens
 from lenscope.analysis.egtp.evidence import RunArrays, head_evidence, head_summaries, positive_control, verdict
 from lenscope.analysis.egtp.training import HeadConfig
-from lenscope.jobs.egtp.heads import PAPER_PEARSON, STATIC_KIND, load_predictor, predictor_name
+from lenscope.analysis.papers import EGTP_ATTRIBUTION_R
+from lenscope.jobs.egtp.heads import STATIC_KIND, load_predictor, predictor_name
 from lenscope.jobs.results.claims import dataset_predictors
 from lenscope.jobs.runs.datasets import all_runs, dataset_runs
 from lenscope.store.store import Store, text_hash
@@ -94,9 +95,13 @@ def attribution_evidence(store: Store, dataset: str, layer: int, epochs: int = 6
               for h in STATIC_HEADS}
     config = evidence_config(dataset, layer, runs["run_id"].tolist(), {h: s[2] for h, s in static.items()}, epochs,
                              n_boot, n_perm, include_censored)
-    cached = store.get_result(EVIDENCE_KIND, config)
-    if cached is not None:
-        return cached
+    return store.memo(EVIDENCE_KIND, config,
+                      lambda: _evidence_payload(store, split, static, layer, epochs, n_boot, n_perm, on_progress),
+                      name=f"attribution evidence {dataset} L{layer}")
+
+
+def _evidence_payload(store: Store, split: dict[str, list[int]], static: dict, layer: int, epochs: int, n_boot: int,
+                      n_perm: int, on_progress: Progress) -> dict:
     train, val, test = (load_run_arrays(store, split[s], layer, s, on_progress) for s in ("train", "val", "test"))
     options = {"layer": layer, "n_boot": n_boot, "n_perm": n_perm, "on_progress": on_progress}
     evidence, heads, best_epochs = {}, {}, {}
@@ -113,15 +118,13 @@ def attribution_evidence(store: Store, dataset: str, layer: int, epochs: int = 6
         heads[f"{name} pooling"] = (head, meta["pooling"], meta["alpha"])
     table = pd.concat([t for t, _ in evidence.values()], ignore_index=True)
     records = table.astype(object).where(table.notna(), None).to_dict("records")  # JSON: no NaN (PostgreSQL)
-    payload = {"table": records, "verdict": verdict(table, PAPER_PEARSON),
-               "verdicts": {name: verdict(table, PAPER_PEARSON, name) for name in LEARNED_HEADS},
-               "positive_control": positive_control(table),
-               "heads": head_summaries(heads, test, reference="mean pooling", n_boot=n_boot),
-               "paper_pearson": PAPER_PEARSON, "layer": layer,
-               "runs": {s: len(ids) for s, ids in split.items()}, "best_epochs": best_epochs,
-               "test_tokens": token_records(test, {name: tokens for name, (_, tokens) in evidence.items()})}
-    store.put_result(EVIDENCE_KIND, f"attribution evidence {dataset} L{layer}", config, payload)
-    return payload
+    return {"table": records, "verdict": verdict(table, EGTP_ATTRIBUTION_R),
+            "verdicts": {name: verdict(table, EGTP_ATTRIBUTION_R, name) for name in LEARNED_HEADS},
+            "positive_control": positive_control(table),
+            "heads": head_summaries(heads, test, reference="mean pooling", n_boot=n_boot),
+            "paper_pearson": EGTP_ATTRIBUTION_R, "layer": layer,
+            "runs": {s: len(ids) for s, ids in split.items()}, "best_epochs": best_epochs,
+            "test_tokens": token_records(test, {name: tokens for name, (_, tokens) in evidence.items()})}
 
 
 def _rounded(values) -> list[float | None]:

@@ -25,6 +25,7 @@ from lenscope.analysis.egtp.attribution import (
 from lenscope.analysis.egtp.plp import EVAL_STEPS, plp_inputs, plp_steps, remaining_frame
 from lenscope.analysis.egtp.pooling import POOLINGS
 from lenscope.analysis.egtp.training import HeadConfig, load_head, predict, save_head, train_head
+from lenscope.analysis.papers import EGTP_ATTRIBUTION_R
 from lenscope.jobs.runs.datasets import dataset_runs
 from lenscope.jobs.runs.features import run_features
 from lenscope.jobs.runs.generate import GenerationSettings, generate_cached
@@ -35,16 +36,6 @@ from lenscope.store.store import Store, StoredRun
 ABLATION_KIND, ATTRIBUTION_KIND = "egtp_pooling_ablation", "egtp_attribution"
 STATIC_KIND, PLP_KIND = "egtp_static", "egtp_plp"
 DEFAULT_LAYER = 30
-
-# EGTP paper (ICLR 2026), pooling ablation, MAE in tokens on ForeLen (Qwen2.5-7B), for reference only.
-PAPER_ABLATION = pd.DataFrame({
-    "pooling": ["egtp", "max", "last", "mean"],
-    "reasoning": [133.57, 137.88, 139.09, 142.40], "long_seq": [81.60, 122.74, 135.44, 173.85],
-    "rl": [95.24, 98.46, 105.39, 149.92], "mean_mae": [103.47, 119.69, 126.64, 155.39],
-})
-PAPER_PEARSON = 0.451
-# EGTP paper, PLP: MAE at 0 and 32 observed steps.
-PAPER_PLP = {"rl": (95.24, 80.86), "long_seq": (81.60, 67.11)}
 
 
 @dataclass
@@ -98,6 +89,21 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
     bad = sorted(set(poolings) - set(POOLINGS))
     if bad:
         raise ValueError(f"unknown pooling {bad}; choose from {POOLINGS}")
+    payload = store.memo(ABLATION_KIND, ablation_config(dataset, layer, alpha),
+                         lambda: _static_heads(store, dataset, poolings, layer, alpha, cfg, include_censored,
+                                               on_progress),
+                         name=f"pooling ablation {dataset} L{layer}", refresh=True)
+    return pd.DataFrame(payload["rows"])
+
+
+def stored_pooling_ablation(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: float = 1.0) -> dict | None:
+    """The pooling ablation :func:`train_static` kept for ``dataset`` at ``layer`` and ``alpha``, or None."""
+    return store.stored(ABLATION_KIND, ablation_config(dataset, layer, alpha))
+
+
+def _static_heads(store: Store, dataset: str, poolings: Sequence[str], layer: int, alpha: float, cfg: HeadConfig,
+                  include_censored: bool, on_progress: Progress) -> dict:
+    """Train the heads of :func:`train_static` and return the ablation payload it keeps."""
     table = feature_table(store, dataset, layer, alpha, include_censored, on_progress)
     _check_splits(table)
     runs, y = table.runs, table.lengths()
@@ -127,14 +133,11 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
     ablation = pd.DataFrame(rows)
     test = next(iter(test_predictions.values()))
     constant = float(y[masks["train"]].median())
-    payload = {"rows": ablation.to_dict("records"), "head": asdict(cfg),
-               "constant_mae": metrics.get("constant_static_mae"),
-               "constant": {**_ci_row(test.assign(predicted=constant))},
-               "paired": _paired_rows(test_predictions, constant),
-               "head_variants": _head_variants(table, masks, cfg, test_predictions.get("egtp"), on_progress)}
-    store.put_result(ABLATION_KIND, f"pooling ablation {dataset} L{layer}", ablation_config(dataset, layer, alpha),
-                     payload)
-    return ablation
+    return {"rows": ablation.to_dict("records"), "head": asdict(cfg),
+            "constant_mae": metrics.get("constant_static_mae"),
+            "constant": {**_ci_row(test.assign(predicted=constant))},
+            "paired": _paired_rows(test_predictions, constant),
+            "head_variants": _head_variants(table, masks, cfg, test_predictions.get("egtp"), on_progress)}
 
 
 # Head options compared on EGTP pooling: the paper's lambda = 0.95 against CE only, log against linear bins,
@@ -283,6 +286,19 @@ def run_attribution(store: Store, dataset: str, layer: int = DEFAULT_LAYER, attr
     Stores and returns a payload with one summary per head and per-run token arrays for the page.
     """
     attr_layer = layer if attr_layer is None else attr_layer
+    return store.memo(ATTRIBUTION_KIND, attribution_config(dataset, layer, attr_layer, alpha),
+                      lambda: _attribution_payload(store, dataset, layer, attr_layer, model, heads, n_boot,
+                                                   include_censored, on_progress),
+                      name=f"attribution {dataset} L{layer}<-L{attr_layer}", refresh=True)
+
+
+def stored_attribution(store: Store, dataset: str, layer: int, attr_layer: int, alpha: float) -> dict | None:
+    """The attribution :func:`run_attribution` kept for these settings, or None (nothing is computed)."""
+    return store.stored(ATTRIBUTION_KIND, attribution_config(dataset, layer, attr_layer, alpha))
+
+
+def _attribution_payload(store: Store, dataset: str, layer: int, attr_layer: int, model, heads: Sequence[str],
+                         n_boot: int, include_censored: bool, on_progress: Progress) -> dict:
     loaded = {h: load_predictor(store, STATIC_KIND, predictor_name(STATIC_KIND, dataset, layer, h)) for h in heads}
     runs = dataset_runs(store, dataset, include_censored)
     test = runs[runs["split"] == "test"]
@@ -302,17 +318,14 @@ def run_attribution(store: Store, dataset: str, layer: int = DEFAULT_LAYER, attr
                   "predictor_id": loaded[h][2],
                   **entropy_importance_correlation([(r["entropy"], r[f"importance_{h}"]) for r in per_run],
                                                    n_boot).as_dict()} for h in heads]
-    payload = {"summaries": summaries, "runs": per_run, "paper_pearson": PAPER_PEARSON}
-    store.put_result(ATTRIBUTION_KIND, f"attribution {dataset} L{layer}<-L{attr_layer}",
-                     attribution_config(dataset, layer, attr_layer, alpha), payload)
-    return payload
+    return {"summaries": summaries, "runs": per_run, "paper_pearson": EGTP_ATTRIBUTION_R}
 
 
 def attribution_job(store: Store, dataset: str, layer: int, attr_layer: int, alpha: float,
                     target: TargetModel | None, on_progress: Progress = no_progress) -> dict:
     """:func:`run_attribution`, training the static heads first when they are missing (the model path,
     ``attr_layer`` below ``layer``, needs ``target``)."""
-    if store.get_result(ABLATION_KIND, ablation_config(dataset, layer, alpha)) is None:
+    if stored_pooling_ablation(store, dataset, layer, alpha) is None:
         train_static(store, dataset, layer=layer, alpha=alpha, on_progress=on_progress)
     model = target.model if target is not None and attr_layer < layer else None
     return run_attribution(store, dataset, layer, attr_layer, alpha, model, on_progress=on_progress)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -44,9 +43,9 @@ from lenscope.analysis.results.leaderboard import (
 from lenscope.jobs.runs.datasets import JobResult, dataset_runs
 from lenscope.jobs.runs.features import run_features
 from lenscope.models.target import TargetModel
+from lenscope.store.memo import TENSORS
 from lenscope.store.settings import get_settings
 from lenscope.store.store import Store, text_hash
-from lenscope.store.tensors import DamagedTensorError
 
 BASELINES = ("ssjf-reg", "ssjf-mc", "s3", "trail", "pia", "ltr")
 DESCRIPTIONS = {
@@ -88,21 +87,16 @@ def baseline_name(baseline: str, dataset: str) -> str:
 def prompt_embeddings(store: Store, texts: Sequence[str], on_progress: Progress = no_progress) -> torch.Tensor:
     """Proxy-encoder embeddings [N, 384] of ``texts``, each distinct text encoded once and kept in the store."""
     distinct = list(dict.fromkeys(texts))
-    found: dict[str, torch.Tensor] = {}
-    for text in distinct:
-        cached = store.get_result(EMBEDDING_KIND, {"encoder": ENCODER_ID, "text": text_hash(text)})
-        if cached is not None:
-            with suppress(DamagedTensorError):  # a damaged file is encoded again and rewritten below
-                found[text] = store.tensors.get(cached["hash"])["embedding"]
-    missing = [t for t in distinct if t not in found]
-    if missing:
+
+    def encode(positions: list[int]) -> list[dict[str, torch.Tensor]]:
+        missing = [distinct[i] for i in positions]
         on_progress(0, len(missing), "encoding prompts")
         vectors = embed_texts(load_encoder(), missing, on_progress=on_progress)
-        for text, vec in zip(missing, vectors):
-            digest, _ = store.tensors.put({"embedding": vec.contiguous()})
-            store.put_result(EMBEDDING_KIND, f"{ENCODER_ID} {text_hash(text)[:12]}",
-                             {"encoder": ENCODER_ID, "text": text_hash(text)}, {"hash": digest})
-            found[text] = vec
+        return [{"embedding": vec.contiguous()} for vec in vectors]
+
+    kept = store.memo_many(EMBEDDING_KIND, [{"encoder": ENCODER_ID, "text": text_hash(t)} for t in distinct], encode,
+                           names=lambda i: f"{ENCODER_ID} {text_hash(distinct[i])[:12]}", codec=TENSORS)
+    found = {text: entry.value["embedding"] for text, entry in zip(distinct, kept)}
     return torch.stack([found[t] for t in texts]) if texts else torch.zeros(0, 384)
 
 
@@ -114,19 +108,13 @@ def pia_answers(store: Store, target: TargetModel, prompts: Sequence[str], max_n
         return {"model": target.key, "prompt": text_hash(prompt), "template": text_hash(PIA_TEMPLATE),
                 "max_new_tokens": max_new_tokens}
 
-    answers: dict[str, str] = {}
     distinct = list(dict.fromkeys(prompts))
-    for prompt in distinct:
-        cached = store.get_result(PIA_ANSWER_KIND, config(prompt))
-        if cached is not None:
-            answers[prompt] = cached["answer"]
-    todo = [p for p in distinct if p not in answers]
-    for start in range(0, len(todo), PIA_BATCH):
-        batch = todo[start:start + PIA_BATCH]
-        for prompt, answer in zip(batch, ask_lengths(target, batch, max_new_tokens)):
-            store.put_result(PIA_ANSWER_KIND, f"PiA {text_hash(prompt)[:12]}", config(prompt), {"answer": answer})
-            answers[prompt] = answer
-        on_progress(start + len(batch), len(todo), "asking the target (PiA)")
+    kept = store.memo_many(PIA_ANSWER_KIND, [config(p) for p in distinct],
+                           lambda positions: [{"answer": answer} for answer in
+                                              ask_lengths(target, [distinct[i] for i in positions], max_new_tokens)],
+                           names=lambda i: f"PiA {text_hash(distinct[i])[:12]}", batch_size=PIA_BATCH,
+                           on_batch=lambda done, total: on_progress(done, total, "asking the target (PiA)"))
+    answers = {prompt: entry.value["answer"] for prompt, entry in zip(distinct, kept)}
     return [answers[p] for p in prompts]
 
 

@@ -28,10 +28,10 @@ from lenscope.jobs.predictors.baselines import BASELINE_KIND, BASELINES, DESCRIP
 from lenscope.jobs.results.crossval import runs_digest
 from lenscope.jobs.runs.datasets import all_runs, dataset_runs
 from lenscope.jobs.scheduler.replay import training_median
-from lenscope.store.settings import REPO_ROOT
+from lenscope.store.settings import SHIPPED_DATA
 from lenscope.store.store import Store
 
-SHIPPED_DIR = REPO_ROOT / "data" / "predictors"
+SHIPPED_DIR = SHIPPED_DATA / "predictors"
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "lenscope-predictor/1"
 PROBE_LAYER = 15  # the single-layer probe chosen on validation in the study (README, claims rerun)

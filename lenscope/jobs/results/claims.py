@@ -22,8 +22,9 @@ from lenscope.analysis.core.metrics import BootstrapDraws, ci_text, clipped_erro
 from lenscope.analysis.core.progress import Progress, no_progress
 from lenscope.analysis.core.splits import FOLDS
 from lenscope.analysis.core.verdicts import MIN_PROMPTS, effect_verdict, holm_levels, scaled_effect
+from lenscope.analysis.papers import EGTP_PLP_FALL, EGTP_PLP_MAE, EGTP_POOLING_MAE, EGTP_VS_BASELINES
 from lenscope.jobs.drafter.training import drafter_name
-from lenscope.jobs.egtp.heads import HEAD_VARIANTS, PAPER_ABLATION, PAPER_PLP
+from lenscope.jobs.egtp.heads import HEAD_VARIANTS
 from lenscope.jobs.predictors.baselines import BASELINES
 from lenscope.jobs.results.crossval import MAX_STEP, cv_runs, oof_predictions, runs_digest
 from lenscope.jobs.results.cv_learners import (
@@ -38,9 +39,6 @@ from lenscope.store.store import Store
 
 CLAIMS_KIND = "study_claims"
 PLP_STEP = MAX_STEP
-# EGTP paper: MAE 29.16% below the strongest baseline and 55.09% below SSJF-Reg, averaged over its models.
-PAPER_VS_BASELINES = {"ssjf-reg": -0.5509, "ssjf-mc": -0.2916, "s3": -0.2916, "trail": -0.2916}
-PAPER_PLP_FALL = float(np.mean([b / a - 1 for a, b in PAPER_PLP.values()]))  # relative change, step 0 -> 32
 DRAFTERS = {"OUTLETS drafter": "outlets", "SD-only drafter": "sd-only"}
 
 
@@ -58,13 +56,13 @@ class ClaimSpec:
 
 
 def _rel(first: str, second: str) -> float:
-    paper = PAPER_ABLATION.set_index("pooling")["mean_mae"]
+    paper = EGTP_POOLING_MAE.set_index("pooling")["mean_mae"]
     return float(paper[first] / paper[second] - 1)
 
 
 def claim_specs(names: Sequence[str], probe: str) -> list[ClaimSpec]:
     """The claims of the study over the predictors ``names`` (learners and stored drafters)."""
-    paper = PAPER_ABLATION.set_index("pooling")["mean_mae"]
+    paper = EGTP_POOLING_MAE.set_index("pooling")["mean_mae"]
     egtp = static_name("egtp")
     specs = [ClaimSpec(f"EGTP pooling < {p} pooling (static)", f"{paper['egtp']:.1f} vs {paper[p]:.1f} (ForeLen "
                        f"mean, {_rel('egtp', p):+.1%})", egtp, static_name(p), paper_relative=_rel("egtp", p))
@@ -78,7 +76,7 @@ def claim_specs(names: Sequence[str], probe: str) -> list[ClaimSpec]:
     specs += [ClaimSpec(f"EGTP head < {b} (static)",
                         f"EGTP: {rel:+.1%} (vs {'SSJF-Reg' if b == 'ssjf-reg' else 'the strongest baseline'}, "
                         "mean over models)", egtp, f"baseline {b}", paper_relative=rel)
-              for b, rel in PAPER_VS_BASELINES.items()]
+              for b, rel in EGTP_VS_BASELINES.items()]
     return specs
 
 
@@ -208,8 +206,8 @@ def _holm(table: pd.DataFrame, alpha: float) -> pd.DataFrame:
 
 
 def plp_fall_specs() -> list[tuple[ClaimSpec, str]]:
-    paper = "; ".join(f"{k}: {a} -> {b}" for k, (a, b) in PAPER_PLP.items()) + f" (mean {PAPER_PLP_FALL:+.1%})"
-    return [(ClaimSpec(f"PLP MAE falls from step 0 to step {PLP_STEP}", paper, "PLP", "PLP", True, PAPER_PLP_FALL),
+    paper = "; ".join(f"{k}: {a} -> {b}" for k, (a, b) in EGTP_PLP_MAE.items()) + f" (mean {EGTP_PLP_FALL:+.1%})"
+    return [(ClaimSpec(f"PLP MAE falls from step 0 to step {PLP_STEP}", paper, "PLP", "PLP", True, EGTP_PLP_FALL),
              "fall"),
             (ClaimSpec(f"PLP MAE falls from step 0 to step {PLP_STEP} more than the median constant's", paper,
                        "PLP", CONSTANT, True), "fall vs constant")]
@@ -346,10 +344,11 @@ def claims_report(store: Store, dataset: str, layer: int, probe_layer: int, fold
               "runs": runs_digest(runs), "skipped": skipped,
               "drafter": dataset_predictors(store, dataset).get(drafter_name(dataset, "outlets"))}
     report = ClaimsReport(claims, scenarios, predictor_summary(scored), head_options(scored), config, scored)
-    store.put_result(CLAIMS_KIND, f"claims {dataset} ({folds}-fold, {seeds} seeds)", {"dataset": dataset},
-                     {"claims": _records(claims), "by_scenario": {k: _records(v) for k, v in scenarios.items()},
-                      "predictors": _records(report.predictors), "head_options": _records(report.head_options),
-                      "config": config})
+    store.memo(CLAIMS_KIND, {"dataset": dataset},
+               lambda: {"claims": _records(claims), "by_scenario": {k: _records(v) for k, v in scenarios.items()},
+                        "predictors": _records(report.predictors), "head_options": _records(report.head_options),
+                        "config": config},
+               name=f"claims {dataset} ({folds}-fold, {seeds} seeds)", refresh=True)
     return report
 
 
@@ -360,7 +359,7 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 def stored_claims(store: Store, dataset: str) -> dict | None:
     """The claims payload last stored for ``dataset`` (None for one judged before cross-validation, on one
     split: its verdicts do not read the number of prompts)."""
-    payload = store.get_result(CLAIMS_KIND, {"dataset": dataset})
+    payload = store.stored(CLAIMS_KIND, {"dataset": dataset})
     return payload if payload is not None and "folds" in payload.get("config", {}) else None
 
 

@@ -48,7 +48,7 @@ def collection_requests(prompts: Sequence[PromptItem], settings: GenerationSetti
 
 def request_keys(store: Store, target: TargetModel, requests: Sequence[Request],
                  layers: Sequence[int] | None = None) -> list[str]:
-    """The run cache key of every request (what :meth:`Store.find_runs` looks up)."""
+    """The run key of every request (what :meth:`Store.find_runs` looks up)."""
     layers = target.check_layers(layers)
     return [store.run_key(target.key, item.text, s.as_dict(), layers) for item, s in requests]
 

@@ -15,6 +15,9 @@ import pandas as pd
 from lenscope.analysis.core.splits import FOLDS, fold_of, leak_groups, split_of, task_key
 from lenscope.store.store import Store
 
+# The datasets pages open first: the full study, then the starter study.
+PREFERRED_DATASETS = ("study", "starter")
+
 
 @dataclass(frozen=True)
 class DatasetCounts:
@@ -33,6 +36,11 @@ class DatasetCounts:
         missing = f", {self.not_imported} more that hit it not imported" if self.not_imported else ""
         return (f"{self.runs} runs, {self.censored} censored at the token cap ({kept}){missing}; {self.used} used: "
                 f"{splits}")
+
+
+def preferred_dataset(names: list[str]) -> str | None:
+    """The dataset every page opens on: the full study, else the starter study, else the first one."""
+    return next((n for n in PREFERRED_DATASETS if n in names), names[0] if names else None)
 
 
 def all_runs(store: Store, dataset: str) -> pd.DataFrame:

@@ -104,7 +104,7 @@ def sample_prompts_of(records: Sequence[dict], prompts: dict[str, int], seed: in
 
 
 def record_keys(store: Store, target: TargetModel, records: Sequence[dict], layers: Sequence[int]) -> list[str]:
-    """The run cache key each record is stored under on ``target`` with features of ``layers``."""
+    """The run key each record is stored under on ``target`` with features of ``layers``."""
     return [store.run_key(target.key, r["prompt"], r["settings"], layers) for r in records]
 
 

@@ -3,7 +3,7 @@
 Nothing here imports Ray until a job asks for it, so the app and the CLI run without Ray installed.
 ``connect(address)`` joins a cluster (``ray://HOST:10001`` or ``auto``) or starts a local one; collection
 workers are one per GPU of the cluster, or one per CPU slot when it has none. Workers return finished runs to
-the driver, which writes them into its store (SQLite or the team's PostgreSQL): the run cache key makes a
+the driver, which writes them into its store (SQLite or the team's PostgreSQL): the run key makes a
 retried shard's runs the same rows, never duplicates.
 """
 

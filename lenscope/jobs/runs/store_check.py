@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy import select, text
 
 from lenscope.analysis.core.progress import Progress, no_progress
-from lenscope.store.schema import Predictor, Result, Run
+from lenscope.store.schema import PredictorRecord, Result, Run
 from lenscope.store.store import Store
 from lenscope.store.tensors import SUFFIX, TEMP_SUFFIX
 
@@ -77,7 +77,7 @@ def check_store(store: Store, on_progress: Progress = no_progress, grace_s: floa
     check = StoreCheck(integrity=_integrity(store), read_only=store.read_only_reason)
     with store.session() as s:
         runs = s.execute(select(Run.id, Run.features_hash, Run.damaged)).all()
-        artifacts = s.execute(select(Predictor.name, Predictor.artifact_path)).all()
+        artifacts = s.execute(select(PredictorRecord.name, PredictorRecord.artifact_path)).all()
     cached = _cached_hashes(store)
     by_hash: dict[str, list[int]] = {}  # files of runs not marked damaged yet (marked ones wait for regeneration)
     for run_id, digest, damaged in runs:

@@ -21,11 +21,11 @@ from sqlalchemy import select
 from lenscope.jobs.runs.datasets import all_runs, with_splits
 from lenscope.jobs.runs.generations import read_generations
 from lenscope.store.schema import Dataset, DatasetRun, Run
-from lenscope.store.settings import REPO_ROOT
+from lenscope.store.settings import APP_ROOT, SHIPPED_DATA
 from lenscope.store.store import Store
 
 # The full study's generations, shipped with the repository (dataset ``study``).
-SHIPPED_STUDY = REPO_ROOT / "data" / "generations" / "study-generations.jsonl.gz"
+SHIPPED_STUDY = SHIPPED_DATA / "generations" / "study-generations.jsonl.gz"
 SHIPPED_DATASET = "study"
 # The columns both tables share, in order; a store table starts with run_id and prompt_id, a file's with row.
 COLUMNS = ("prompt", "answer", "source", "source_ref", "scenario", "prompt_tokens", "output_tokens", "finished",
@@ -104,7 +104,7 @@ def load_runs(dataset: str = SHIPPED_DATASET, store: Store | None = None, decode
         return table
     if dataset == SHIPPED_DATASET and SHIPPED_STUDY.is_file():
         table = generations_table(SHIPPED_STUDY, decode_answers)
-        table.attrs["origin"] = f"shipped generations file {SHIPPED_STUDY.relative_to(REPO_ROOT)}"
+        table.attrs["origin"] = f"shipped generations file {SHIPPED_STUDY.relative_to(APP_ROOT)}"
         return table
     have = ", ".join(f"{name} ({n} runs)" for name, n in stored.items()) or "none"
     raise ValueError(f"the store has no runs in dataset {dataset!r} (its datasets: {have}); only "

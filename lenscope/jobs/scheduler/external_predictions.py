@@ -1,9 +1,9 @@
 """Prediction files of external predictors: read, checked and evaluated once, then kept in the store.
 
-:func:`import_predictions` stores a file's pairs and evaluation (``put_result("external_predictions", ...)``)
-under a digest of its bytes and of how it was read. That digest names the file in
-:class:`lenscope.jobs.scheduler.replay.PredictorSpec`: the empirical predictor is rebuilt from the store
-(:func:`stored_pairs`), and simulations with it are cached per file.
+:func:`import_predictions` stores a file's pairs and evaluation once (an ``external_predictions`` result,
+:meth:`lenscope.store.store.Store.memo`) under a digest of its bytes and of how it was read. That digest names the
+file in the empirical predictor's options (:class:`lenscope.jobs.scheduler.predictor_spec.PredictorSpec`): it is
+rebuilt from the store (:func:`stored_pairs`), and simulations with it are cached per file.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ RESULT_KIND = "external_predictions"
 
 @dataclass(frozen=True)
 class ImportedPredictions:
-    """A predictions file in the store: its digest (``PredictorSpec.predictions``), pairs and evaluation, and
-    whether the store already held it."""
+    """A predictions file in the store: its digest (the empirical predictor's ``predictions`` option), pairs and
+    evaluation, and whether the store already held it."""
 
     key: str
     pairs: PredictionPairs
@@ -50,19 +50,19 @@ def import_predictions(store: Store, source: Path | bytes, fmt: PredictionsForma
     digest = hashlib.sha256(data)  # = sha256(data + format), without a copy of the data
     digest.update(json.dumps(asdict(fmt), sort_keys=True).encode())
     key = digest.hexdigest()
-    payload = store.get_result(RESULT_KIND, {"key": key})
-    cached = payload is not None
-    if payload is None:
+
+    def evaluate() -> dict:
         pairs = load_predictions_file(data, fmt, max_bytes, max_rows, label)
-        payload = {"pairs": pairs.to_dict(), "evaluation": evaluate_predictions(pairs).to_dict()}
-        store.put_result(RESULT_KIND, name, {"key": key}, payload)
+        return {"pairs": pairs.to_dict(), "evaluation": evaluate_predictions(pairs).to_dict()}
+
+    payload, cached = store.memo_entry(RESULT_KIND, {"key": key}, evaluate, name=name)
     return ImportedPredictions(key, PredictionPairs.from_dict(payload["pairs"]),
                                PredictionEvaluation.from_dict(payload["evaluation"]), cached)
 
 
 def stored_pairs(store: Store, key: str | None) -> PredictionPairs:
     """The pairs of an imported predictions file, by its digest."""
-    payload = None if key is None else store.get_result(RESULT_KIND, {"key": key})
+    payload = None if key is None else store.stored(RESULT_KIND, {"key": key})
     if payload is None:
         raise ValueError("no imported predictions file " + (f"{key[:12]}" if key else "chosen") + "; import one "
                          "with `--predictions PATH` or the playground's upload")

@@ -28,24 +28,26 @@ from lenscope.jobs.scheduler.replay import (
 )
 from lenscope.store.store import Store
 
+NOISE = "mae"  # the option the noise axis varies
 GRID_METRICS = ("mean_jct_s", "all_e2e_p50_s", "all_e2e_p99_s", "short_e2e_p99_s", "all_ttft_p99_s",
                 "throughput_tok_s")
 
 
 @dataclass(frozen=True)
 class SweepGrid:
-    """The axes of a grid; ``maes`` are the noise levels of ``oracle-noise`` predictors (others have none)."""
+    """The axes of a grid; ``maes`` are the noise levels of the predictors with a noise option (:data:`NOISE`;
+    others have none), None keeps each predictor's own."""
 
     qps: tuple[float, ...]
     policies: tuple[tuple[str, str], ...]
     predictors: tuple[PredictorSpec, ...] = (PredictorSpec(),)
-    maes: tuple[float, ...] = (0.0,)
+    maes: tuple[float, ...] | None = (0.0,)
     seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
-        if not (self.qps and self.policies and self.predictors and self.maes and self.seeds):
+        if not (self.qps and self.policies and self.predictors and self.maes != () and self.seeds):
             raise ValueError("every axis of a sweep needs at least one value")
-        if min(self.qps) <= 0 or min(self.maes) < 0:
+        if min(self.qps) <= 0 or min(self.maes or (0.0,)) < 0:
             raise ValueError("QPS values must be positive and noise levels non-negative")
 
     def points(self) -> list[tuple[float, tuple[str, str], PredictorSpec, int]]:
@@ -54,7 +56,8 @@ class SweepGrid:
         for seed in self.seeds:
             for qps in self.qps:
                 for spec in self.predictors:
-                    noisy = [replace(spec, mae=m) for m in self.maes] if spec.kind == "oracle-noise" else [spec]
+                    noisy = ([spec.with_options(**{NOISE: m}) for m in self.maes]
+                             if self.maes is not None and spec.takes(NOISE) else [spec])
                     for s in noisy:
                         out += [(qps, policy, replace(s, seed=seed), seed) for policy in self.policies]
         return out
@@ -66,34 +69,35 @@ def grid_outcomes(store: Store, trace: pd.DataFrame, base: SimConfig, grid: Swee
     others simulated here or, with ``ray``, as Ray tasks, then stored."""
     points = grid.points()
     timed = {(qps, seed): poisson_retime(trace, qps, seed) for qps, _, _, seed in points}
-    jobs, outcomes, todo = [], [None] * len(points), []
-    for i, (qps, (dispatch, queue), spec, seed) in enumerate(points):
-        config = base.with_(dispatch=dispatch, queue=queue)
-        key = result_key(timed[qps, seed], spec, config, short_quantile)
-        payload = store.get_result(RESULT_KIND, key)
-        if payload is not None:
-            outcomes[i] = Outcome.from_payload(payload, cached=True)
-            continue
-        todo.append((i, key, config, spec))
-        jobs.append((timed[qps, seed], build_predictor(store, spec, timed[qps, seed]), config, short_quantile,
-                     spec.label()))
-    done = len(points) - len(todo)
-    on_progress(done, len(points), "sweep points")
+    configs = [base.with_(dispatch=dispatch, queue=queue) for _, (dispatch, queue), _, _ in points]
+    keys = [result_key(timed[qps, seed], spec, config, short_quantile)
+            for (qps, _, spec, seed), config in zip(points, configs)]
 
-    def report(finished: int) -> None:
-        on_progress(done + finished, len(points), "sweep points")
+    def simulate_missing(positions: list[int]) -> list[dict]:
+        done = len(points) - len(positions)
+        on_progress(done, len(points), "sweep points")
 
-    if ray is None:
+        def report(finished: int) -> None:
+            on_progress(done + finished, len(points), "sweep points")
+
+        jobs = []
+        for i in positions:
+            qps, _, spec, seed = points[i]
+            jobs.append((timed[qps, seed], build_predictor(store, spec, timed[qps, seed]), configs[i], short_quantile,
+                         spec.label()))
+        if ray is not None:
+            return ray_map(simulation_payload, jobs, ray, on_result=report)
         payloads = []
         for job in jobs:
             payloads.append(simulation_payload(*job))
             report(len(payloads))
-    else:
-        payloads = ray_map(simulation_payload, jobs, ray, on_result=report)
-    for (i, key, config, spec), payload in zip(todo, payloads):
-        store.put_result(RESULT_KIND, f"{config.label()} | {spec.label()}", key, payload)
-        outcomes[i] = Outcome.from_payload(payload, cached=False)
-    return outcomes
+        return payloads
+
+    kept = store.memo_many(RESULT_KIND, keys, simulate_missing,
+                           names=lambda i: f"{configs[i].label()} | {points[i][2].label()}")
+    if all(entry.cached for entry in kept):
+        on_progress(len(points), len(points), "sweep points")
+    return [Outcome.from_payload(entry.value, entry.cached) for entry in kept]
 
 
 def grid_table(grid: SweepGrid, outcomes: Sequence[Outcome]) -> pd.DataFrame:

@@ -1,12 +1,12 @@
 """Scheduler-playground jobs: build predictors, run cached simulations, the OUTLETS preset, sweeps.
 
-Results are cached in the store (``put_result("scheduler_sim", ...)``) under the full simulation
+Results are memoised in the store (``store.memo("scheduler_sim", ...)``) under the full simulation
 config, the predictor spec and the trace's content hash, so reruns never recompute.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -14,19 +14,19 @@ import pandas as pd
 
 from lenscope.analysis.core.metrics import ci_text
 from lenscope.analysis.core.progress import Progress, no_progress
+from lenscope.analysis.papers import OUTLETS_SERVING
 from lenscope.analysis.results.leaderboard import constant_predictions
 from lenscope.analysis.scheduler.cost_model import DEFAULT_COST, Calibration, fit_cost_model, profile_configs
 from lenscope.analysis.scheduler.engine import BATCHING, MODES, QPS, SimConfig, simulate
 from lenscope.analysis.scheduler.external_predictions import predictions_format
 from lenscope.analysis.scheduler.metrics import instance_load, relative_change, request_latencies, summarize, t_interval
-from lenscope.analysis.scheduler.predictors import CONSTANT_LENGTH, EMPIRICAL_BUCKETS, NOISE_MAE
+from lenscope.analysis.scheduler.predictors import EMPIRICAL_BUCKETS, NOISE_MAE
 from lenscope.analysis.scheduler.registry import (
     DISPATCH_POLICIES,
     PREDICTORS,
     PREFILL_QUEUE_POLICIES,
     QUEUE_POLICIES,
     dispatch_choices,
-    make_predictor,
     predictor_choices,
 )
 from lenscope.analysis.scheduler.traces import (
@@ -43,14 +43,14 @@ from lenscope.analysis.scheduler.traces import (
     trace_hash,
 )
 from lenscope.jobs.runs.datasets import dataset_runs
-from lenscope.jobs.scheduler.external_predictions import ImportedPredictions, import_predictions, stored_pairs
-from lenscope.models.numbers import NON_NEGATIVE_INT, POSITIVE_INT, SEED, check_fields
-from lenscope.store.settings import REPO_ROOT
+from lenscope.jobs.scheduler.external_predictions import ImportedPredictions, import_predictions
+from lenscope.jobs.scheduler.predictor_spec import PredictorSpec, build_predictor, check_out_of_sample
+from lenscope.store.settings import SHIPPED_DATA
 from lenscope.store.store import Store
 
 __all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
     "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "EMPIRICAL_BUCKETS", "ImportedPredictions", "MODES",
-    "OUTLETS_PAPER", "Outcome", "PREDICTORS", "PREFILL_QUEUE_POLICIES", "PRESET_SEEDS", "PredictorSpec",
+    "Outcome", "PREDICTORS", "PREFILL_QUEUE_POLICIES", "PRESET_SEEDS", "PredictorSpec",
     "PresetOutcome", "QUEUE_POLICIES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS",
     "TraceFormat", "UnknownTraceFormat", "WORKLOADS", "builtin_trace_files", "check_out_of_sample",
     "compare_table", "cost_model_options", "dataset_trace", "dispatch_choices", "filter_trace", "fit_cost_option",
@@ -59,7 +59,7 @@ __all__ = [  # the registries and trace helpers the app and CLI read from here, 
     "preset_predictors", "preset_seed_table", "reference_rows", "run_simulation", "saturating_qps",
     "short_p99_change", "training_median"]
 
-SHIPPED_TRACES = REPO_ROOT / "data" / "traces"  # public traces and the Splitwise profile, sources in its README
+SHIPPED_TRACES = SHIPPED_DATA / "traces"  # public traces and the Splitwise profile, sources in its README
 SPLITWISE_PROFILE = SHIPPED_TRACES / "splitwise_perf_model.csv"
 
 RESULT_KIND = "scheduler_sim"
@@ -68,37 +68,8 @@ REQUEST_COLUMNS = ["rid", "arrival_s", "prompt_tokens", "output_tokens", "predic
                    "preemptions", "cached_tokens", "first_token_s", "finish_s", "ttft_s", "tpot_s", "e2e_s",
                    "length_class"]
 
-# OUTLETS system study (paper, Sec. system-level evaluation): 1P+3D, 1,914 ShareGPT requests with
-# prompts <= 50 tokens (mean output 1,127 tokens), 100 QPS; short-request P99 latency 59.8 s (RR+FCFS) -> 39.0 s
-# (LB+SJF).
-OUTLETS_PAPER = {"requests": 1914, "max_prompt_tokens": 50, "mean_output_tokens": 1127, "qps": 100.0,
-                 "short_p99_before_s": 59.8, "short_p99_after_s": 39.0, "short_p99_change": -0.348}
 OUTLETS_POLICIES = [("rr", "fcfs"), ("rr", "sjf"), ("lb", "sjf")]
 PRESET_SEEDS = 20  # the preset's seeds by default: each a new request pool, draw and arrivals
-
-
-@dataclass(frozen=True)
-class PredictorSpec:
-    """Which predictor feeds the policies (``predictions``: the digest of an imported predictions file, for the
-    empirical predictor)."""
-
-    kind: str = "oracle"
-    mae: float = 0.0
-    constant: float = 256.0
-    predictor_id: int | None = None
-    seed: int = 0
-    update_every: int = 32
-    predictions: str | None = None
-
-    def __post_init__(self) -> None:
-        check_fields(self, {"mae": NOISE_MAE, "constant": CONSTANT_LENGTH, "predictor_id": NON_NEGATIVE_INT,
-                            "seed": SEED, "update_every": POSITIVE_INT})
-
-    def label(self) -> str:
-        return {"oracle": "oracle", "oracle-noise": f"oracle+noise (MAE {self.mae:g})",
-                "constant": f"constant {self.constant:g}", "stored": f"stored predictor #{self.predictor_id}",
-                "trace-column": "trace column predicted_tokens",
-                "empirical": f"empirical (file {(self.predictions or '')[:8]})"}.get(self.kind, self.kind)
 
 
 @dataclass
@@ -115,39 +86,6 @@ class Outcome:
         """The outcome of a stored (or just simulated) payload."""
         return cls(summary=payload["summary"], requests=pd.DataFrame(payload["requests"]),
                    load=pd.DataFrame(payload["load"]), cached=cached)
-
-
-def build_predictor(store: Store, spec: PredictorSpec, trace: pd.DataFrame):
-    """The predictor of ``spec`` for ``trace`` (stored predictors need the trace's run ids, the trace-column one
-    its predicted_tokens column, the empirical one an imported predictions file)."""
-    predictions = run_ids = pairs = None
-    if spec.kind == "stored":
-        if spec.predictor_id is None:
-            raise ValueError("choose a trained predictor (predictor_id)")
-        if "run_id" not in trace or trace["run_id"].isna().any():
-            raise ValueError("a trained predictor needs a trace built from the app's runs (with run ids)")
-        if spec.predictor_id not in set(store.predictors_frame()["predictor_id"].astype(int)):
-            raise ValueError(f"no trained predictor with id {spec.predictor_id}; the Results page and "
-                             "`python -m lenscope claims` list the stored ones")
-        predictions, run_ids = store.predictions_frame(spec.predictor_id), trace["run_id"].to_numpy(np.int64)
-        check_out_of_sample(predictions, run_ids)
-    if spec.kind == "empirical":
-        pairs = stored_pairs(store, spec.predictions)
-    predicted = trace["predicted_tokens"].to_numpy(float) if "predicted_tokens" in trace else None
-    return make_predictor(spec.kind, trace["output_tokens"].to_numpy(), mae=spec.mae, constant=spec.constant,
-                          seed=spec.seed, update_every=spec.update_every, run_ids=run_ids, predictions=predictions,
-                          predicted=predicted, pairs=pairs)
-
-
-def check_out_of_sample(predictions: pd.DataFrame, run_ids: np.ndarray) -> None:
-    """Refuse a replay that would feed a trained predictor's in-sample predictions: every run of the trace
-    must be a test-split run of that predictor."""
-    splits = predictions.drop_duplicates("run_id").set_index("run_id")["split"]
-    seen = splits.reindex(run_ids)
-    in_sample = int((seen != "test").sum())
-    if in_sample:
-        raise ValueError(f"{in_sample} of {len(run_ids)} runs of this trace are not in the predictor's test split "
-                         "(in-sample or unseen); replay its test runs only (`--split test`, the page's default)")
 
 
 def dataset_trace(store: Store, dataset: str, qps: float, seed: int = 0, split: str | None = "test",
@@ -182,7 +120,7 @@ def builtin_trace_files() -> list[Path]:
 
 
 def result_key(trace: pd.DataFrame, spec: PredictorSpec, config: SimConfig, short_quantile: float) -> dict:
-    return {"trace": trace_hash(trace), "predictor": asdict(spec), "config": config.to_dict(),
+    return {"trace": trace_hash(trace), "predictor": spec.key(), "config": config.to_dict(),
             "short_quantile": short_quantile}
 
 
@@ -203,33 +141,31 @@ def run_simulation(store: Store, trace: pd.DataFrame, spec: PredictorSpec, confi
                    use_cache: bool = True) -> Outcome:
     """Simulate (or fetch from the store) one configuration on one trace."""
     key = result_key(trace, spec, config, short_quantile)
-    payload = store.get_result(RESULT_KIND, key) if use_cache else None
-    cached = payload is not None
-    if payload is None:
-        payload = simulation_payload(trace, build_predictor(store, spec, trace), config, short_quantile,
-                                     spec.label(), on_progress)
-        store.put_result(RESULT_KIND, f"{config.label()} | {spec.label()}", key, payload)
+    payload, cached = store.memo_entry(
+        RESULT_KIND, key, lambda: simulation_payload(trace, build_predictor(store, spec, trace), config,
+                                                     short_quantile, spec.label(), on_progress),
+        name=f"{config.label()} | {spec.label()}", refresh=not use_cache)
     return Outcome.from_payload(payload, cached)
 
 
-def outlets_trace(trace: pd.DataFrame, qps: float = OUTLETS_PAPER["qps"], seed: int = 0,
-                  n_requests: int = OUTLETS_PAPER["requests"], min_output_tokens: int | None = None,
+def outlets_trace(trace: pd.DataFrame, qps: float = OUTLETS_SERVING["qps"], seed: int = 0,
+                  n_requests: int = OUTLETS_SERVING["requests"], min_output_tokens: int | None = None,
                   workload: str = "uniform") -> tuple[pd.DataFrame, str]:
     """The OUTLETS workload shape from any trace: its requests with prompts <= 50 tokens (and outputs >=
     ``min_output_tokens``) are the pool; ``n_requests`` are drawn from a bootstrap resample of the pool as
     ``workload`` says (:func:`draw_requests`, seeded), Poisson at ``qps``. Returns the trace and a note saying how it
     was built (runs cut at the token cap are counted: at least that long, replayed as that long)."""
-    pool = filter_trace(trace, max_prompt_tokens=OUTLETS_PAPER["max_prompt_tokens"])
+    pool = filter_trace(trace, max_prompt_tokens=OUTLETS_SERVING["max_prompt_tokens"])
     if min_output_tokens:
         pool = pool[pool["output_tokens"] >= min_output_tokens]
         if pool.empty:
-            raise ValueError(f"no request has a prompt <= {OUTLETS_PAPER['max_prompt_tokens']} tokens and an output "
+            raise ValueError(f"no request has a prompt <= {OUTLETS_SERVING['max_prompt_tokens']} tokens and an output "
                              f">= {min_output_tokens} tokens; lower the minimum output or pick another trace")
     picked = draw_requests(pool, n_requests, seed, workload)
     outputs = f" and outputs >= {min_output_tokens} tokens" if min_output_tokens else ""
     how = "in proportion to their output length" if workload == "decode-bound" else "uniformly"
     note = (f"{n_requests} requests drawn {how} from a bootstrap resample of the {len(pool)} requests with prompts <= "
-            f"{OUTLETS_PAPER['max_prompt_tokens']} tokens{outputs}, Poisson arrivals at {qps:g} QPS (mean prompt "
+            f"{OUTLETS_SERVING['max_prompt_tokens']} tokens{outputs}, Poisson arrivals at {qps:g} QPS (mean prompt "
             f"{picked['prompt_tokens'].mean():.0f}, mean output {picked['output_tokens'].mean():.0f} tokens")
     if "censored" in picked and picked["censored"].any():
         cut = picked[picked["censored"]]
@@ -290,7 +226,7 @@ def preset_predictors(spec: PredictorSpec, constant: float) -> list[PredictorSpe
 
 
 def outlets_preset(store: Store, trace: pd.DataFrame, spec: PredictorSpec, base: SimConfig = SimConfig(),
-                   n_requests: int = OUTLETS_PAPER["requests"], qps: float | None = None,
+                   n_requests: int = OUTLETS_SERVING["requests"], qps: float | None = None,
                    short_quantile: float = 0.5, on_progress: Progress = no_progress, seeds: int = PRESET_SEEDS,
                    min_output_tokens: int | None = None, workload: str = "uniform",
                    constant: float | None = None) -> PresetOutcome:
@@ -322,8 +258,9 @@ def outlets_preset(store: Store, trace: pd.DataFrame, spec: PredictorSpec, base:
     chosen = per_seed[(per_seed["predictor"] == spec.label()) & (per_seed["policy"] != per_seed["policy"].iloc[0])]
     changes = chosen.groupby("policy", sort=False)["short_p99_change"].mean().to_dict()
     if seeds > 1:
+        paper = OUTLETS_SERVING["mean_output_tokens"]
         note += (f"; seeds 0-{seeds - 1}, each a new pool, draw and arrivals (mean output "
-                 f"{np.mean(mean_outputs):.0f} tokens; the paper's workload: {OUTLETS_PAPER['mean_output_tokens']:,})")
+                 f"{np.mean(mean_outputs):.0f} tokens; the paper's workload: {paper:,})")
     return PresetOutcome(outcomes, note, changes, per_seed)
 
 

@@ -21,6 +21,7 @@ from lenscope.analysis.core.splits import FOLDS
 from lenscope.analysis.data.scenarios import SCENARIO_SAMPLING, build_scenario, long_token_budget
 from lenscope.jobs.drafter.ablation import drafter_ablation, stored_ablation
 from lenscope.jobs.drafter.training import (
+    ABLATION_DRAFTERS,
     drafter_name,
     drafter_settings,
     probe_name,
@@ -29,14 +30,12 @@ from lenscope.jobs.drafter.training import (
 )
 from lenscope.jobs.egtp.attribution import attribution_evidence, stored_evidence
 from lenscope.jobs.egtp.heads import (
-    ABLATION_KIND,
-    ATTRIBUTION_KIND,
     PLP_KIND,
     STATIC_KIND,
-    ablation_config,
-    attribution_config,
     predictor_name,
     run_attribution,
+    stored_attribution,
+    stored_pooling_ablation,
     train_plp,
     train_static,
 )
@@ -62,18 +61,17 @@ from lenscope.jobs.runs.generations import (
 )
 from lenscope.jobs.runs.ray_cluster import RayOptions
 from lenscope.jobs.scheduler.replay import PredictorSpec, dataset_trace, outlets_preset
-from lenscope.jobs.study.results import PRESET_KIND, preset_config
+from lenscope.jobs.study.results import PRESET_KIND, preset_config, stored_preset
 from lenscope.models.engine import GenerationSettings
 from lenscope.models.target import TargetModel
-from lenscope.store.settings import REPO_ROOT
+from lenscope.store.settings import CHECKOUT, SHIPPED_DATA
 from lenscope.store.store import Store
 
-SHIPPED = REPO_ROOT / "data" / "generations"
-# Drafter variants per size: the starter trains only the OUTLETS drafter (the ablations need the full study).
+SHIPPED = SHIPPED_DATA / "generations"
+# The drafter variants each size trains: the starter only the OUTLETS drafter (the ablations need the full study).
 # The ablations train after the claims, which do not read them.
-DRAFTER_ABLATIONS = ("no-decoder", "lp-only", "sd-only")
-DRAFTER_VARIANTS = {"tiny": ("outlets", *DRAFTER_ABLATIONS), "starter": ("outlets",),
-                    "full": ("outlets", *DRAFTER_ABLATIONS)}
+STUDY_DRAFTERS = {"tiny": ("outlets", *ABLATION_DRAFTERS), "starter": ("outlets",),
+                  "full": ("outlets", *ABLATION_DRAFTERS)}
 
 
 @dataclass(frozen=True)
@@ -117,19 +115,12 @@ class ShippedSample:
 # chunks). The starter's sample: 91 finished answers, 35,615 prompt and answer tokens.
 SHIPPED_SAMPLES = {"starter": ShippedSample("study-generations.jsonl.gz",
                                             {"chat": 110, "reasoning": 8, "rl": 3, "long": 3})}
-# The datasets pages open first: the full study, then the starter study.
-PREFERRED_DATASETS = ("study", "starter")
 PUBLISHED_SIZE = "full"  # the study whose results and predictors ship with the repository
 
 
 def study_dataset(size: str) -> str:
     """The dataset a study of ``size`` fills unless told otherwise: ``study`` for full, else the size's name."""
     return "study" if size == "full" else size
-
-
-def preferred_dataset(names: list[str]) -> str | None:
-    """The dataset every page opens on: the full study, else the starter study, else the first one."""
-    return next((n for n in PREFERRED_DATASETS if n in names), names[0] if names else None)
 
 
 
@@ -256,7 +247,7 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
 
     steps += [
         Step(f"EGTP static heads, all poolings (layer {layer})",
-             lambda: store.get_result(ABLATION_KIND, ablation_config(dataset, layer)) is not None
+             lambda: stored_pooling_ablation(store, dataset, layer) is not None
              and fresh(predictor_name(STATIC_KIND, dataset, layer)),
              lambda cb: train_static(store, dataset, layer=layer, config=head, include_censored=censored,
                                      on_progress=cb)),
@@ -265,7 +256,7 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
                                                                             batch_size=64),
                                   include_censored=censored, on_progress=cb)),
         Step(f"attribution (layer {layer}, pooling path)",
-             lambda: store.get_result(ATTRIBUTION_KIND, attribution_config(dataset, layer, layer, 1.0)) is not None
+             lambda: stored_attribution(store, dataset, layer, layer, 1.0) is not None
              and fresh(predictor_name(STATIC_KIND, dataset, layer)),
              lambda cb: run_attribution(store, dataset, layer, include_censored=censored, on_progress=cb)),
         Step(f"attribution evidence (layer {layer}, learned attention head: measures x controls)",
@@ -279,7 +270,7 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     drafters = [Step(f"drafter {variant}", lambda v=variant: fresh(drafter_name(dataset, v), drafter_settings(target)),
                      lambda cb, v=variant: train_drafter_job(store, target, dataset, v, epochs["drafter"],
                                                              include_censored=censored, on_progress=cb))
-                for variant in DRAFTER_VARIANTS[size]]
+                for variant in STUDY_DRAFTERS[size]]
     steps.append(drafters[0])  # the OUTLETS drafter: the claims and the scheduler preset read it
     steps.append(Step("baselines (SSJF, S3, TRAIL, PiA, LTR)",
                       lambda: all(fresh(baseline_name(b, dataset)) for b in BASELINES),
@@ -287,7 +278,7 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
                                                  on_progress=cb)))
     steps.append(Step("scheduler preset (OUTLETS drafter's test-split predictions beside the oracle and a constant, "
                       "1 prefill + 3 decode, uniform and decode-bound workloads over seeds)",
-                      lambda: store.get_result(PRESET_KIND, preset_config(store, dataset)) is not None,
+                      lambda: stored_preset(store, dataset) is not None,
                       lambda cb: run_preset(store, dataset, censored, on_progress=cb)))
     seeds = CV_SEEDS[size]
     steps.append(Step(f"claims ({FOLDS}-fold cross-validation, {seeds} training seed{'s' * (seeds > 1)})",
@@ -303,17 +294,21 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
 
 def _publish_steps(store: Store, target: TargetModel, dataset: str) -> list[Step]:
     """The full study's last steps: live speculative decoding on held-out prompts, then its results and trained
-    predictors written as the small files the repository ships (``data/results``, ``data/predictors``)."""
+    predictors written as the small files the repository ships (``data/results``, ``data/predictors``; in a
+    checkout only)."""
     from lenscope.jobs.drafter.live import speculative_job, stored_measurement
     from lenscope.jobs.predictors.catalog import ship_predictors, shipped_fresh
     from lenscope.jobs.predictors.predict import interval_metrics
     from lenscope.jobs.study.results import StoreResults
     from lenscope.jobs.study.shipped import publish_results, published_fresh
 
+    live = Step("live speculative decoding (held-out prompts, acceptance per drafting step)",
+                lambda: stored_measurement(store, dataset) is not None,
+                lambda cb: speculative_job(store, target, dataset, on_progress=cb))
+    if not CHECKOUT:  # an installed copy's shipped data stays as installed (`publish-results --out` writes elsewhere)
+        return [live]
     return [
-        Step("live speculative decoding (held-out prompts, acceptance per drafting step)",
-             lambda: stored_measurement(store, dataset) is not None,
-             lambda cb: speculative_job(store, target, dataset, on_progress=cb)),
+        live,
         Step("publish the results (data/results) and ship the predictors (data/predictors)",
              lambda: published_fresh(StoreResults(store, dataset)) and shipped_fresh(store, dataset),
              lambda cb: (publish_results(StoreResults(store, dataset), target),
@@ -336,11 +331,17 @@ def run_preset(store: Store, dataset: str, include_censored: bool = False,
     drafter's out-of-sample predictions, the oracle and the training median as a constant on the same requests, over
     the preset's seeds, for every workload. Stores and returns per workload its note and per-seed rows, and the
     drafter's mean short-request P99 changes vs RR+FCFS on the uniform one (``changes``)."""
-    from lenscope.jobs.scheduler.replay import training_median
-
     config = preset_config(store, dataset)
     if config["predictor_id"] is None:
         raise ValueError(f"no OUTLETS drafter trained on {dataset!r} yet")
+    return store.memo(PRESET_KIND, config,
+                      lambda: _preset_payload(store, dataset, config, include_censored, on_progress),
+                      name=f"scheduler preset {dataset}", refresh=True)
+
+
+def _preset_payload(store: Store, dataset: str, config: dict, include_censored: bool, on_progress: Progress) -> dict:
+    from lenscope.jobs.scheduler.replay import training_median
+
     trace = dataset_trace(store, dataset, qps=1.0, split="test", include_censored=include_censored)
     spec = PredictorSpec(kind="stored", predictor_id=config["predictor_id"])
     constant = training_median(store, dataset, include_censored)
@@ -354,10 +355,8 @@ def run_preset(store: Store, dataset: str, include_censored: bool = False,
         workloads[workload] = {"note": outcome.note, "changes": outcome.changes,
                                "per_seed": outcome.per_seed.to_dict(orient="list")}
     uniform = workloads[config["workloads"][0]]
-    payload = {"changes": uniform["changes"], "note": uniform["note"], "test_runs": len(trace),
-               "predictor": spec.label(), "constant": constant, "workloads": workloads}
-    store.put_result(PRESET_KIND, f"scheduler preset {dataset}", config, payload)
-    return payload
+    return {"changes": uniform["changes"], "note": uniform["note"], "test_runs": len(trace),
+            "predictor": spec.label(), "constant": constant, "workloads": workloads}
 
 
 def study_checklist(store: Store, target: TargetModel, dataset: str, size: str = "starter") -> list[tuple[str, bool]]:

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 import pandas as pd
 import plotly.graph_objects as go
 
-from lenscope.figures.attribution_evidence import evidence_display, head_summary_display
+from lenscope.analysis.papers import EGTP_ATTRIBUTION_R, EGTP_PLP_MAE, EGTP_POOLING_MAE, OUTLETS_SERVING
+from lenscope.figures.attribution import evidence_display, head_summary_display
 from lenscope.figures.drafter import ablation_table, drafter_ablation_tables
 from lenscope.figures.egtp import ablation_pivot, mae_by_step_figure, pooling_ablation_figure
 from lenscope.figures.scheduler import outlets_change_figure
-from lenscope.jobs.egtp.heads import PAPER_ABLATION, PAPER_PEARSON, PAPER_PLP
-from lenscope.jobs.scheduler.replay import OUTLETS_PAPER, format_seed_table, preset_seed_table
+from lenscope.jobs.scheduler.replay import format_seed_table, preset_seed_table
 from lenscope.jobs.study.results import StudyResults, claims_table
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -77,12 +77,12 @@ def study_report(results: StudyResults) -> str:
         report.note("Not run yet: `python -m lenscope train-egtp`.")
     else:
         report.table(ablation_pivot(ablation["rows"]).reset_index())
-        report.figure(pooling_ablation_figure(pd.DataFrame(ablation["rows"]), PAPER_ABLATION))
+        report.figure(pooling_ablation_figure(pd.DataFrame(ablation["rows"]), EGTP_POOLING_MAE))
 
     report.heading("Remaining length (PLP): MAE by observed steps")
     curve = results.plp_curve()
     if curve is not None:
-        report.figure(mae_by_step_figure(curve, PAPER_PLP))
+        report.figure(mae_by_step_figure(curve, EGTP_PLP_MAE))
     else:
         report.note("Not run yet: `python -m lenscope train-plp`.")
 
@@ -93,7 +93,8 @@ def study_report(results: StudyResults) -> str:
     else:
         evidence = found[1]
         report.note(f"The fair test: learned attention-pooling heads with no entropy in their path, importances at "
-                    f"their input, over {evidence['runs']['test']} test runs (the paper: r = {PAPER_PEARSON}). The "
+                    f"their input, over {evidence['runs']['test']} test runs (the paper: r = {EGTP_ATTRIBUTION_R}). "
+                    "The "
                     "raw r is like for like with the paper's; within runs, importance is divided by its run's mean. "
                     "p: within-run permutations; under 50 prompts nothing is judged.")
         for text in evidence["verdicts"].values():
@@ -127,9 +128,9 @@ def study_report(results: StudyResults) -> str:
     else:
         report.note(f"The OUTLETS drafter's predictions beside the oracle (the ceiling) and a constant (the floor) "
                     f"on the same requests; means over seeds with 95% Student-t intervals, changes and shares of the "
-                    f"oracle's cut paired by seed (paper: {OUTLETS_PAPER['short_p99_change']:+.1%}).")
+                    f"oracle's cut paired by seed (paper: {OUTLETS_SERVING['short_p99_change']:+.1%}).")
         for workload, result in preset.get("workloads", {}).items():
             report.note(f"{workload} workload: {result['note']}.")
             report.table(format_seed_table(preset_seed_table(pd.DataFrame(result["per_seed"]))))
-        report.figure(outlets_change_figure(preset["changes"], OUTLETS_PAPER["short_p99_change"]))
+        report.figure(outlets_change_figure(preset["changes"], OUTLETS_SERVING["short_p99_change"]))
     return report.html(f"lenscope study report: {dataset}")

@@ -15,7 +15,7 @@ from lenscope.jobs.drafter.ablation import stored_ablation
 from lenscope.jobs.drafter.live import stored_measurement
 from lenscope.jobs.drafter.training import drafter_name
 from lenscope.jobs.egtp.attribution import stored_evidence
-from lenscope.jobs.egtp.heads import ABLATION_KIND, PLP_KIND, ablation_config, plp_mae_curve, predictor_name
+from lenscope.jobs.egtp.heads import PLP_KIND, plp_mae_curve, predictor_name, stored_pooling_ablation
 from lenscope.jobs.results.claims import dataset_predictors, stored_claims
 from lenscope.jobs.results.crossval import MAX_STEP
 from lenscope.jobs.results.leaderboard import benchmark_frame
@@ -42,6 +42,11 @@ def preset_config(store: Store, dataset: str) -> dict:
 
     drafter = dataset_predictors(store, dataset).get(drafter_name(dataset, "outlets"))
     return {"dataset": dataset, "predictor_id": drafter, "seeds": PRESET_SEEDS, "workloads": list(WORKLOADS)}
+
+
+def stored_preset(store: Store, dataset: str) -> dict | None:
+    """The scheduler preset kept for ``dataset`` and its OUTLETS drafter as it is now, or None (nothing is run)."""
+    return store.stored(PRESET_KIND, preset_config(store, dataset))
 
 
 class StudyResults(Protocol):
@@ -96,7 +101,7 @@ class StoreResults:
         return stored_evidence(self.store, self.dataset, self.layer)
 
     def pooling_ablation(self) -> dict | None:
-        return self.store.get_result(ABLATION_KIND, ablation_config(self.dataset, self.layer))
+        return stored_pooling_ablation(self.store, self.dataset, self.layer)
 
     def plp_curve(self) -> pd.DataFrame | None:
         frame = self.predictors()
@@ -119,4 +124,4 @@ class StoreResults:
         return stored_measurement(self.store, self.dataset)
 
     def preset(self) -> dict | None:
-        return self.store.get_result(PRESET_KIND, preset_config(self.store, self.dataset))
+        return stored_preset(self.store, self.dataset)

@@ -25,10 +25,10 @@ from lenscope.jobs.results.claims import claims_report
 from lenscope.jobs.results.crossval import runs_digest
 from lenscope.jobs.study.results import StoreResults
 from lenscope.models.target import TargetModel
-from lenscope.store.settings import REPO_ROOT
+from lenscope.store.settings import SHIPPED_DATA
 from lenscope.store.store import Store
 
-RESULTS_DIR = REPO_ROOT / "data" / "results"
+RESULTS_DIR = SHIPPED_DATA / "results"
 MANIFEST = "manifest.json"
 FORMAT = "lenscope-results/1"
 EVIDENCE_RUNS = 40  # test runs whose tokens the shipped attribution scatter and bars show (numbers use all)

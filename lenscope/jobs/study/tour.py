@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from lenscope.analysis.core.metrics import ci_text
+from lenscope.analysis.papers import EGTP_ATTRIBUTION_R, OUTLETS_SERVING
 from lenscope.jobs.egtp.attribution import evidence_row
-from lenscope.jobs.egtp.heads import PAPER_PEARSON
 from lenscope.jobs.results.claims import PLP_STEP
-from lenscope.jobs.scheduler.replay import ORACLE, OUTLETS_PAPER, preset_seed_table
+from lenscope.jobs.scheduler.replay import ORACLE, preset_seed_table
 from lenscope.jobs.study.results import StudyResults
 
 
@@ -43,7 +43,7 @@ def _claim_stop(title: str, page: str, claim: dict | None, what: str, paper: str
 def _entropy_stop(found: tuple[dict, dict] | None) -> TourStop:
     """The fair test: the learned attention head's raw r (like for like with the paper's), its verdict (the
     permutation p-value, the effect size, under 50 prompts too few to judge) and the positive control."""
-    title, page, paper = "1 · Entropy", "pages/2_Attribution.py", f"EGTP paper: r = {PAPER_PEARSON}"
+    title, page, paper = "1 · Entropy", "pages/2_Attribution.py", f"EGTP paper: r = {EGTP_ATTRIBUTION_R}"
     row = None if found is None else evidence_row(found[1])
     if row is None:
         return TourStop(title, page, None, "entropy vs gradient importance of a learned attention-pooling head: not "
@@ -59,7 +59,7 @@ def scheduling_stop(preset: dict | None) -> TourStop:
     """The drafter's LB+SJF short-request P99 change over the preset's seeds, between the constant's (the floor)
     and the oracle's (the ceiling) on the same workload."""
     title, page = "5 · Scheduling", "pages/6_Scheduler_playground.py"
-    paper = f"OUTLETS paper: {OUTLETS_PAPER['short_p99_change']:+.1%}"
+    paper = f"OUTLETS paper: {OUTLETS_SERVING['short_p99_change']:+.1%}"
     if preset is None or "workloads" not in preset:
         return TourStop(title, page, None, "short-request P99 latency, LB+SJF vs RR+FCFS: not measured yet (the "
                         "study's scheduler-preset step)", paper)

@@ -128,7 +128,7 @@ def test_pia_estimates_beat_constant_on_junky_answers(signal):
     _beats_constant([e.tokens for e in estimates], y, yt)
 
 
-def test_baseline_jobs_train_cache_and_register(store, target, monkeypatch):
+def test_baseline_jobs_train_memoise_and_register(store, target, monkeypatch):
     """Every baseline on a tiny real dataset: predictions for every run, artifacts, cached embeddings and
     PiA answers (a second run loads neither the encoder nor asks the model again)."""
     from lenscope.analysis.data.prompts import PromptItem

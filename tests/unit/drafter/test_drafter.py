@@ -282,7 +282,7 @@ def test_compare_predictors_pairs_the_same_test_runs_and_steps(store):
     assert dynamic["hi"] == pytest.approx(-2.0) and dynamic["lo"] == pytest.approx(-2.0)
 
 
-def test_speculative_cli_on_tiny_store(store, target, monkeypatch, capsys):
+def test_live_drafting_cli_on_tiny_store(store, target, monkeypatch, capsys):
     from lenscope import cli
     from lenscope.cli import _common
     from lenscope.jobs.drafter.live import SPECULATIVE_KIND, speculative_config, speculative_job

@@ -20,9 +20,9 @@ from lenscope.analysis.core.splits import (
     split_of,
     task_key,
 )
-from lenscope.store.settings import REPO_ROOT
+from lenscope.store.settings import SHIPPED_DATA
 
-STUDY = REPO_ROOT / "data" / "generations" / "study-generations.jsonl.gz"
+STUDY = SHIPPED_DATA / "generations" / "study-generations.jsonl.gz"
 
 
 def test_task_keys_name_the_conversation_for_every_source():

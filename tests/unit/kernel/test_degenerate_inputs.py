@@ -42,7 +42,7 @@ def test_the_evaluate_command_says_too_few_pairs(data_dir, tmp_path, capsys):
     assert "Kendall tau: too few pairs to judge (n = 3)" in out and "1.000 [1.000, 1.000]" not in out
 
 
-def test_a_lone_surrogate_is_refused_before_the_cache_key_is_hashed(store):
+def test_a_lone_surrogate_is_refused_before_the_run_key_is_hashed(store):
     with pytest.raises(ValueError) as info:
         generate_cached(store, fake_target(), "hi \ud800", GenerationSettings(4))
     assert str(info.value) == SURROGATE.format(3)

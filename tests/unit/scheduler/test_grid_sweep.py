@@ -24,7 +24,7 @@ def test_a_grid_is_the_serial_loop_of_its_points(store):
     for row in table.sample(n=6, random_state=0).itertuples():
         dispatch, queue = row.policy.lower().split("+")
         mae = float(row.predictor.split("MAE ")[1].rstrip(")")) if "MAE" in row.predictor else 0.0
-        spec = PredictorSpec(kind="oracle-noise" if mae else "oracle", mae=mae, seed=row.seed)
+        spec = PredictorSpec("oracle-noise", mae=mae, seed=row.seed) if mae else PredictorSpec(seed=row.seed)
         serial = run_simulation(store, poisson_retime(TRACE, row.qps, row.seed), spec,
                                 ONE_SERVER.with_(dispatch=dispatch, queue=queue), use_cache=False)
         assert serial.summary["all_e2e_p99_s"] == row.all_e2e_p99_s

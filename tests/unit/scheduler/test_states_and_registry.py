@@ -171,3 +171,55 @@ def test_instances_do_not_import_the_engine():
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert "lenscope.analysis.scheduler.engine" not in imported, module
     assert "engine" not in ContinuousInstance.__module__
+
+
+def _kind_comparisons(source: str, kinds: set[str]) -> list[int]:
+    """Lines of ``source`` that branch on a predictor kind's name: ``==``/``!=``/``in``/``not in`` against one (or a
+    collection holding one), a ``case`` of one, or a dict keyed by two or more (a lookup table of kinds)."""
+    def names(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value} & kinds
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return set().union(*(names(e) for e in node.elts)) if node.elts else set()
+        return set()
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
+                                                 for op in node.ops):
+            if any(names(side) for side in (node.left, *node.comparators)):
+                found.append(node.lineno)
+        elif isinstance(node, ast.MatchValue) and names(node.value):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Dict) and len(set().union(*(names(k) for k in node.keys if k is not None))) >= 2:
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def test_the_kind_check_sees_the_if_chains_it_forbids():
+    kinds = set(PREDICTORS.names())
+    old = ('if spec.kind == "stored":\n    pass\nif "empirical" != kind:\n    pass\nok = kind in ("oracle", "x")\n'
+           'label = {"oracle": "oracle", "constant": "c"}.get(kind)\nmatch kind:\n    case "constant":\n        pass\n')
+    assert _kind_comparisons(old, kinds) == [1, 3, 5, 6, 8]
+    assert _kind_comparisons('spec = PredictorSpec(kind="oracle")\nif kind == other:\n    pass\n', kinds) == []
+
+
+def test_no_module_outside_the_registry_branches_on_predictor_kind_names():
+    """Callers ask the registry (a kind's options, label, trace columns, store inputs) instead of comparing kind
+    names: every module of the scheduler's packages, and every other module (CLI, app, pages, jobs) that handles
+    predictor specs or kinds (other registries have kinds of their own, such as the catalog's "constant")."""
+    root = Path(__file__).resolve().parents[3]
+    kinds = set(PREDICTORS.names())
+    handles = {"PredictorSpec", "PREDICTORS", "make_predictor", "predictor_choices", "predictor_kind",
+               "build_predictor", "spec_from", "specs_from", "predictor_picker", "SweepGrid"}
+
+    def uses_predictors(path: Path) -> bool:
+        return any(isinstance(n, ast.ImportFrom) and handles & {a.name for a in n.names}
+                   for n in ast.walk(ast.parse(path.read_text())))
+
+    files = [*(root / "analysis/scheduler").glob("*.py"), *(root / "lenscope/jobs/scheduler").glob("*.py")]
+    files += [p for folder in ("lenscope", "pages") for p in (root / folder).rglob("*.py") if uses_predictors(p)]
+    checked = {p for p in files if p != root / "analysis/scheduler/registry.py"}
+    assert {"scheduler.py", "pipeline.py", "qps_sweep.py", "6_Scheduler_playground.py"} <= {p.name for p in checked}
+    bad = {f"{p.relative_to(root)}:{line}" for p in checked for line in _kind_comparisons(p.read_text(), kinds)}
+    assert not bad, f"branches on predictor kind names (ask the registry): {sorted(bad)}"

@@ -10,7 +10,7 @@ from lenscope.models.engine import GenerationSettings, generate
 SETTINGS = GenerationSettings(max_new_tokens=8, temperature=0.7, seed=1)
 
 
-def test_generate_cached_hits_on_same_request_and_misses_otherwise(store, target, monkeypatch):
+def test_generate_finds_the_same_request_stored_and_misses_otherwise(store, target, monkeypatch):
     import lenscope.jobs.runs.generate
 
     calls = []

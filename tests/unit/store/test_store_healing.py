@@ -57,7 +57,7 @@ def test_put_rewrites_a_damaged_file_and_get_verifies(store):
     assert torch.equal(store.tensors.get(digest)["x"], torch.arange(10))
 
 
-def test_feature_cache_recomputes_a_damaged_file(store, monkeypatch):
+def test_memoised_features_recompute_a_damaged_file(store, monkeypatch):
     import lenscope.jobs.runs.features as features
 
     run_id = store.save_run(fake_target(), "a prompt", fake_generation(3, 4))

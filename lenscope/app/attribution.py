@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from lenscope.app.widgets import show_figure
-from lenscope.figures.attribution_evidence import (
+from lenscope.figures.attribution import (
     MEASURE_LABELS,
     evidence_display,
     evidence_scatter,
