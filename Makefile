@@ -33,7 +33,7 @@ run: setup
 test: setup setup-test setup-ray setup-browser lint
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest
 
-# The part without the real model or a browser (about half a minute).
+# The part without the real model or a browser (about 7 minutes on 2 cores).
 test-fast: setup setup-test lint
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -m "not model and not browser"
 
