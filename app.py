@@ -13,8 +13,8 @@ from lenscope.app.study import (
 )
 from lenscope.app.widgets import get_store, model_picker
 from lenscope.jobs.runs.collect import collect_sample
-from lenscope.jobs.runs.generate import GenerationSettings
 from lenscope.jobs.runs.datasets import preferred_dataset
+from lenscope.jobs.runs.generate import GenerationSettings
 from lenscope.jobs.study.results import StoreResults
 from lenscope.jobs.study.shipped import shipped_for
 
