@@ -4,7 +4,7 @@ import streamlit as st
 
 from lenscope.app.predictions import predict_typed, shipped_table, show_predictions
 from lenscope.app.runner import error_boundary, run_job
-from lenscope.app.widgets import get_store, model_picker, show_figure
+from lenscope.app.widgets import get_store, model_picker, show_figure, show_table
 from lenscope.figures.entropy import entropy_heatmap, entropy_profile
 from lenscope.jobs.runs.generate import GenerationSettings, generate_cached
 from lenscope.jobs.runs.token_view import entropy_summary, token_table
@@ -71,5 +71,4 @@ c1.metric("Mean entropy, prompt", f"{summary['prompt']:.3f}")
 c2.metric("Mean entropy, answer", f"{summary['answer']:.3f}")
 c3.metric("Max entropy", f"{summary['max']:.3f}")
 with st.expander("Token table"):
-    st.dataframe(table, width="stretch", hide_index=True)
-    st.download_button("Download CSV", table.to_csv(index=False), f"run-{run.id}-entropy.csv", "text/csv")
+    show_table(table, f"run-{run.id}-entropy", width="stretch", hide_index=True)

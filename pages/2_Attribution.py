@@ -6,7 +6,7 @@ from lenscope.analysis.papers import EGTP_ATTRIBUTION_R
 from lenscope.app.attribution import show_evidence, show_evidence_payload
 from lenscope.app.runner import run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
-from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
+from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure, show_table
 from lenscope.figures.egtp import attribution_table, entropy_importance_scatter, pooled_scatter_points, token_bars
 from lenscope.jobs.egtp.attribution import attribution_evidence
 from lenscope.jobs.egtp.heads import attribute_prompt, attribution_job, stored_attribution
@@ -65,7 +65,7 @@ elif dataset is not None:
     else:
         summaries = {s["head"]: s for s in result["summaries"]}
         st.subheader("Entropy vs importance over the test prompts")
-        st.dataframe(attribution_table(result["summaries"], EGTP_ATTRIBUTION_R))
+        show_table(attribution_table(result["summaries"], EGTP_ATTRIBUTION_R), f"attribution-{dataset}")
         head_name = st.radio("Head", list(summaries), horizontal=True)
         runs = result["runs"]
         entropy, importance = pooled_scatter_points(runs, head_name)

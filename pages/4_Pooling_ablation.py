@@ -6,7 +6,7 @@ import streamlit as st
 from lenscope.analysis.papers import EGTP_POOLING_MAE
 from lenscope.app.runner import run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
-from lenscope.app.widgets import get_store, head_settings, show_figure
+from lenscope.app.widgets import get_store, head_settings, show_figure, show_table
 from lenscope.figures.egtp import ablation_pivot, head_variant_table, paired_table, pooling_ablation_figure
 from lenscope.jobs.egtp.heads import stored_pooling_ablation, train_static
 
@@ -21,17 +21,17 @@ def show_ablation(result: dict, title: str) -> None:
     and head options."""
     ours = pd.DataFrame(result["rows"])
     st.subheader(title)
-    st.dataframe(ablation_pivot(result["rows"]))
+    show_table(ablation_pivot(result["rows"]), "pooling-ablation-mae")
     st.caption(f"Test MAE in tokens [95% bootstrap CI over prompts]; constant train-median baseline: "
                f"{result['constant_mae']:.2f}. Test runs per scenario: "
                f"{ours.groupby('scenario')['n'].first().to_dict()}.")
     show_figure(pooling_ablation_figure(ours, EGTP_POOLING_MAE), "pooling-ablation")
     if result.get("paired"):
         st.subheader("Paired comparisons on the same test prompts")
-        st.dataframe(paired_table(result["paired"]), hide_index=True)
+        show_table(paired_table(result["paired"]), "pooling-paired", hide_index=True)
     if result.get("head_variants"):
         st.subheader("Head options (EGTP pooling)")
-        st.dataframe(head_variant_table(result["head_variants"]), hide_index=True)
+        show_table(head_variant_table(result["head_variants"]), "pooling-head-options", hide_index=True)
 
 
 store = get_store()
@@ -58,4 +58,4 @@ elif dataset is not None:
 st.subheader("Paper (reference only)")
 st.caption("EGTP paper, pooling ablation on ForeLen with Qwen2.5-7B (MAE, tokens). Different models, data "
            "and length ranges: compare the ranking, not the values.")
-st.dataframe(EGTP_POOLING_MAE.set_index("pooling"))
+show_table(EGTP_POOLING_MAE.set_index("pooling"), "egtp-paper-pooling-mae")

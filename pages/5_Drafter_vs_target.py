@@ -8,7 +8,7 @@ import streamlit as st
 from lenscope.app.drafter_live import drafter_datasets, live_section, measurement_section
 from lenscope.app.drafter_training import shipped_section, train_section
 from lenscope.app.runner import run_job
-from lenscope.app.widgets import get_store, model_picker, show_figure
+from lenscope.app.widgets import get_store, model_picker, show_figure, show_table
 from lenscope.figures.drafter import (
     ablation_table,
     drafter_ablation_tables,
@@ -53,15 +53,15 @@ if datasets:
     live_section(store, target, dataset, probes)
 
 st.subheader("Remaining length: drafter vs probes")
-st.dataframe(ablation_table(predictors), hide_index=True)
+show_table(ablation_table(predictors), "drafters-vs-probes", hide_index=True)
 if not probes.empty:
     st.markdown("**Drafter vs probe, paired on the same test runs**")
     c1, c2 = st.columns(2)
     first = c1.selectbox("Drafter", drafters["name"].tolist(), key="pair_drafter")
     second = c2.selectbox("Probe", probes["name"].tolist(), key="pair_probe")
     ids = predictors.set_index("name")["predictor_id"]
-    st.dataframe(paired_comparison_table(compare_predictors(store, int(ids[first]), int(ids[second]))),
-                 hide_index=True)
+    show_table(paired_comparison_table(compare_predictors(store, int(ids[first]), int(ids[second]))),
+               f"paired-{first}-vs-{second}", key="paired_drafter_probe", hide_index=True)
 
 if datasets:
     st.subheader("Which part of the gain: the draft decoder, its objective or its inputs?")
@@ -80,8 +80,8 @@ if datasets:
                                                            on_progress=cb))
     if ablation is not None:
         maes, pairs = drafter_ablation_tables(ablation)
-        st.dataframe(maes, hide_index=True)
-        st.dataframe(pairs, hide_index=True)
+        show_table(maes, f"drafter-ablation-mae-{ablation_dataset}", hide_index=True)
+        show_table(pairs, f"drafter-ablation-paired-{ablation_dataset}", hide_index=True)
 
 names = predictors["name"].tolist()
 st.markdown("**Dataset-wide MAE by decoding step**")

@@ -8,15 +8,14 @@ from lenscope.app.qps_sweep import qps_sweep_tab
 from lenscope.app.runner import run_job
 from lenscope.app.scheduler import (
     cluster_picker,
+    compare_section,
     dispatch_options,
     policy_options,
     predictor_picker,
-    run_configs,
-    show_results,
     trace_picker,
 )
 from lenscope.app.scheduler_preset import outlets_preset_tab
-from lenscope.app.widgets import get_store, show_figure
+from lenscope.app.widgets import get_store, show_figure, show_table
 from lenscope.figures.scheduler import noise_sweep_figure
 from lenscope.jobs.scheduler.replay import (
     QUEUE_POLICIES,
@@ -30,17 +29,12 @@ from lenscope.jobs.study.tour import scheduling_stop
 st.set_page_config(page_title="Scheduler playground · lenscope", layout="wide")
 st.title("Scheduler playground")
 st.caption("A discrete-event simulation of P prefill + D decode instances (or colocated instances) with "
-           "continuous or static batching. Policies only see the predictor's lengths, never the truth. "
-           "CLI: `python -m lenscope simulate --trace PATH --dispatch lb --queue sjf` (a file in another layout: "
-           "`--columns arrival=COL,prompt=COL,output=COL --time-unit ms`); an external predictor's file: "
-           "`python -m lenscope evaluate-predictions PATH`, then `simulate --predictor empirical --predictions PATH`; "
-           "`qps-sweep` and `outlets-preset` run the last two tabs.")
+           "continuous or static batching. Policies only see the predictor's lengths, never the truth. It opens on a "
+           "loaded example (sidebar: trace file, cluster) where length-aware scheduling changes who waits. "
+           "CLI: `python -m lenscope simulate --trace PATH --dispatch lb --queue sjf`; `qps-sweep` and "
+           "`outlets-preset` run the last two tabs.")
 store = get_store()
 shipped = shipped_for(store)
-if shipped is not None and shipped.preset() is not None:
-    stop = scheduling_stop(shipped.preset())
-    st.info(f"**The study (shipped results): the drafter's short-request P99 change {stop.value}**: {stop.detail}. "
-            f"{stop.paper}. Per seed and workload: the OUTLETS preset tab. {shipped.label}")
 trace = trace_picker(store)
 spec = predictor_picker(store, trace) if trace is not None else None
 if trace is None or spec is None:
@@ -51,25 +45,22 @@ compare_tab, preset_tab, sweep_tab, qps_tab = st.tabs(["Compare configurations",
                                                        "QPS sweep"])
 
 with compare_tab:
-    n_configs = st.number_input("Configurations", 1, 4, 2, key="cmp_n")
     configs = []
-    for col, k in zip(st.columns(int(n_configs)), range(int(n_configs))):
-        dispatch = col.selectbox("Dispatch", dispatches, index=0 if k == 0 else 2, key=f"cmp_d{k}")
-        queue = col.selectbox("Queue", QUEUE_POLICIES.names(), index=0 if k == 0 else 1, key=f"cmp_q{k}")
-        aging = col.number_input("Aging guard (s, 0 = off)", 0.0, 10_000.0, 0.0, key=f"cmp_a{k}")
-        configs.append(base.with_(dispatch=dispatch, queue=queue, aging_s=aging or None,
-                                  **policy_options(col, k, base)))
-    if st.button("Run simulation", key="cmp_run", type="primary"):
-        try:
-            st.session_state["cmp_outcomes"] = run_configs(store, configs, trace, spec, short_q, "simulating")
-        except ValueError as exc:
-            st.error(str(exc))
-    if "cmp_outcomes" in st.session_state:
-        show_results(st.session_state["cmp_outcomes"], "cmp")
-    else:
-        st.info("Choose up to 4 configurations and press **Run simulation**.")
+    with st.expander("Configurations: dispatch, queue and options of each (RR+FCFS beside LB+SJF to start)"):
+        n_configs = st.number_input("Configurations", 1, 4, 2, key="cmp_n")
+        for col, k in zip(st.columns(int(n_configs)), range(int(n_configs))):
+            dispatch = col.selectbox("Dispatch", dispatches, index=0 if k == 0 else 2, key=f"cmp_d{k}")
+            queue = col.selectbox("Queue", QUEUE_POLICIES.names(), index=0 if k == 0 else 1, key=f"cmp_q{k}")
+            aging = col.number_input("Aging guard (s, 0 = off)", 0.0, 10_000.0, 0.0, key=f"cmp_a{k}")
+            configs.append(base.with_(dispatch=dispatch, queue=queue, aging_s=aging or None,
+                                      **policy_options(col, k, base)))
+    compare_section(store, configs, trace, spec, short_q)
 
 with preset_tab:
+    if shipped is not None and shipped.preset() is not None:
+        stop = scheduling_stop(shipped.preset())
+        st.info(f"**The study (shipped results): the drafter's short-request P99 change {stop.value}**: "
+                f"{stop.detail}. {stop.paper}. {shipped.label}")
     outlets_preset_tab(store, trace, spec, base, short_q)
 
 with sweep_tab:
@@ -90,7 +81,7 @@ with sweep_tab:
     if st.session_state.get("sweep") is not None:
         sweep, baseline = st.session_state["sweep"]
         show_figure(noise_sweep_figure(sweep, baseline), "sweep-fig")
-        st.dataframe(sweep.round(3), hide_index=True)
+        show_table(sweep.round(3), "noise-sweep", hide_index=True)
     else:
         st.info("Press **Run sweep** to see how prediction noise changes the scheduling outcome.")
 

@@ -11,7 +11,7 @@ from lenscope.app.study import (
     shipped_notice,
     study_results,
 )
-from lenscope.app.widgets import get_store, show_figure
+from lenscope.app.widgets import download_table, get_store, show_figure, show_table
 from lenscope.figures.results import comparison_table, length_cdf_figure, mae_bars
 from lenscope.jobs.results.leaderboard import ALL, length_cdfs, paired_vs_reference, score_matrix, score_table, select
 
@@ -68,19 +68,20 @@ mae = score_matrix(scores, "mae")
 st.subheader(f"MAE (tokens) on {split}, step {step}")
 st.caption("Select a cell (predictor x scenario) or a row to list the predictions behind it.")
 shown_mae = mae.round(1).assign(runs=score_matrix(scores, "n")[ALL].astype(int))
-event = st.dataframe(shown_mae, key="mae_table", on_select="rerun", selection_mode=["single-cell", "single-row"])
+event = show_table(shown_mae, f"mae-{dataset}-{split}-step{step}", key="mae_table", on_select="rerun",
+                   selection_mode=["single-cell", "single-row"])
 picked = picked_cell(event.selection, mae)
 if picked is not None and picked != st.session_state.get("last_pick"):
     st.session_state["last_pick"] = picked
     st.session_state["inspect_predictor"], st.session_state["inspect_scenario"] = picked
 st.caption("`runs`: predictions behind the `all` column (a predictor trained on an older snapshot of a growing "
            "dataset covers fewer runs; retrain it to compare on the same runs).")
-st.download_button("Download table (CSV)", scores.to_csv(index=False), f"results-{dataset}-{split}-step{step}.csv",
-                   "text/csv", key="dl_scores")
+download_table(scores, f"results-{dataset}-{split}-step{step}", key="dl_scores", what="Every score")
 st.subheader("Against the constant reference, with 95% CIs")
 st.caption("MAE with its bootstrap CI over prompts, and the paired difference to the constant train median of this "
            "step on the same runs (negative: better; a CI that excludes 0 is supported by these runs).")
-st.dataframe(comparison_table(scores, paired_vs_reference(rows)), hide_index=True)
+show_table(comparison_table(scores, paired_vs_reference(rows)), f"vs-constant-{dataset}-{split}-step{step}",
+           hide_index=True)
 
 bars_tab, tau_tab, cdf_tab = st.tabs(["MAE bars", "Kendall tau", "Length CDFs"])
 with bars_tab:
@@ -88,7 +89,7 @@ with bars_tab:
     show_figure(fig, f"mae-{dataset}", key="bars")
 with tau_tab:
     st.caption("Rank correlation of predicted and true lengths (what a shortest-job-first scheduler needs).")
-    st.dataframe(score_matrix(scores, "kendall_tau").round(3))
+    show_table(score_matrix(scores, "kendall_tau").round(3), f"kendall-tau-{dataset}-{split}-step{step}")
     fig = mae_bars(scores, "kendall_tau")
     show_figure(fig, f"kendall-{dataset}", key="tau")
 with cdf_tab:

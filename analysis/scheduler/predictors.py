@@ -90,6 +90,8 @@ class Predictor(ABC):
     """Static and progressive output-length predictions for the requests of one trace."""
 
     name: str = "predictor"
+    # One line on what the kind is and its source (a paper, or lenscope's own): the CLI's help and the UI show it.
+    description: str = "a predictor of output lengths"
     Options: ClassVar[type[PredictorOptions]] = PredictorOptions
 
     @classmethod
@@ -117,6 +119,8 @@ class OraclePredictor(Predictor):
     """The true lengths."""
 
     name = "oracle"
+    description = ("the true output lengths: a perfect predictor, the upper bound of what prediction can buy (the "
+                   "reference of the OUTLETS preset)")
 
     @dataclass(frozen=True)
     class Options(PredictorOptions):
@@ -147,6 +151,8 @@ class NoisyOraclePredictor(Predictor):
     """
 
     name = "oracle-noise"
+    description = ("the true length plus Laplace noise of mean absolute size --noise-mae, re-drawn every 32 "
+                   "generated tokens: what a predictor of that accuracy buys (lenscope's accuracy sweep)")
     _TABLE = 1 << 16  # pre-drawn update noise, indexed by a hash of (request, update)
 
     @dataclass(frozen=True)
@@ -188,6 +194,8 @@ class ConstantPredictor(Predictor):
     """The same length for every request (no information: SJF degenerates to FCFS)."""
 
     name = "constant"
+    description = ("the same length for every request (--constant): no information, SJF degenerates to FCFS; the "
+                   "reference every predictor must beat")
 
     @dataclass(frozen=True)
     class Options(PredictorOptions):
@@ -217,6 +225,9 @@ class StoredPredictor(Predictor):
     """
 
     name = "stored"
+    description = ("a predictor trained in lenscope (EGTP heads, PLP, probes, OUTLETS drafters, baselines; "
+                   "--predictor-id): its stored predictions of the trace's runs, progressive ones updated as tokens "
+                   "are generated")
 
     @dataclass(frozen=True)
     class Options(PredictorOptions):
@@ -258,6 +269,8 @@ class TraceColumnPredictor(Predictor):
     """The predictions a trace carries (its ``predicted_tokens`` column), clipped at 1 token."""
 
     name = "trace-column"
+    description = ("the predictions the trace itself carries (its predicted_tokens column, or the column a "
+                   "--columns mapping names): any predictor run outside lenscope")
 
     @dataclass(frozen=True)
     class Options(PredictorOptions):
@@ -294,6 +307,8 @@ class EmpiricalPredictor(Predictor):
     """
 
     name = "empirical"
+    description = ("an external predictor's real error: each request's prediction drawn from the (true length, "
+                   "prediction) pairs of a --predictions file with a similar true length")
 
     @dataclass(frozen=True)
     class Options(PredictorOptions):

@@ -45,17 +45,23 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Entry(Generic[T]):
-    """One choice: how to build it, a short label, and the trace column it needs (if any)."""
+    """One choice: how to build it, a short label, the trace column it needs (if any) and one line on what it is
+    and where it comes from (``description``, for help texts and the UI; the label when empty)."""
 
     name: str
     build: Callable[..., T]
     label: str
     needs_column: str | None = None
+    description: str = ""
 
     @classmethod
     def of(cls, kind: type, label: str, needs_column: str | None = None) -> Entry:
         """The entry of a policy class (or anything with a ``build``), under its ``name``."""
-        return cls(kind.name, getattr(kind, "build", kind), label, needs_column)
+        return cls(kind.name, getattr(kind, "build", kind), label, needs_column, getattr(kind, "description", ""))
+
+    def explain(self) -> str:
+        """One line on what this choice is (its description, else its label)."""
+        return self.description or self.label
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ class PredictorKind(Entry[Predictor]):
 
     @classmethod
     def of(cls, kind: type[Predictor], label: str, needs_column: str | None = None) -> PredictorKind:
-        return cls(kind.name, kind.build, label, needs_column, kind)
+        return cls(kind.name, kind.build, label, needs_column, kind.description, kind)
 
     @property
     def options(self) -> type[PredictorOptions]:
@@ -102,8 +108,12 @@ class Registry(Generic[T]):
         return self.entry(name).label
 
     def describe(self) -> str:
-        """``name: label`` of every entry, for help texts."""
-        return "; ".join(f"{e.name}: {e.label}" for e in self._entries.values())
+        """``name: description`` (else ``name: label``) of every entry, for help texts."""
+        return "; ".join(f"{e.name}: {e.explain()}" for e in self._entries.values())
+
+    def description(self, name: str) -> str:
+        """One line on what entry ``name`` is and where it comes from (its label when it has no description)."""
+        return self.entry(name).explain()
 
     def make(self, name: str, *args, **kwargs) -> T:
         return self.entry(name).build(*args, **kwargs)

@@ -1,21 +1,26 @@
 """Request traces for the scheduler simulator: importers, validation, re-timing and filters.
 
 :func:`load_trace_file` is the one way to read a trace file: a CSV or JSON-lines table (told apart by its
-first byte) in a known format (:data:`FORMATS`, detected from its columns) or read through a user's
-:class:`TraceFormat` (a column mapping). Every importer returns a frame with columns ``arrival_s`` (seconds
-from the first request), ``prompt_tokens``, ``output_tokens``, ``hash_ids`` (tuples of prompt block hashes)
-and ``predicted_tokens`` (an external predictor's output lengths, from a column of that name or a mapped one)
-for traces that carry them, and ``run_id`` for traces built from the app's own runs, sorted by arrival.
+first byte; a JSON object spread over several lines reads too) in a known format (:data:`FORMATS`, detected from
+its columns), a serving benchmark's result (vLLM ``benchmark_serving.py --save-result`` / ``vllm bench serve``, SGLang
+``bench_serving --output-file``: per-request arrays in one JSON object per run, see :func:`benchmark_requests`), or
+read through a user's :class:`TraceFormat` (a column mapping). Every importer returns a frame with columns
+``arrival_s`` (seconds from the first request), ``prompt_tokens``, ``output_tokens``, ``hash_ids`` (tuples of prompt
+block hashes) and ``predicted_tokens`` (an external predictor's output lengths, from a column of that name or a
+mapped one) for traces that carry them, and ``run_id`` for traces built from the app's own runs, sorted by arrival.
 Malformed input raises ``ValueError`` naming the offending file lines; rows an importer leaves out on purpose
-(BurstGPT's failed requests) are counted in ``frame.attrs["notes"]``.
+(BurstGPT's and the benchmarks' failed requests) are counted in ``frame.attrs["notes"]``, which also says how a
+benchmark result's arrivals were derived.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import math
+import numbers
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -83,8 +88,21 @@ FORMATS = {
     # requests have 0 response tokens.
     "burstgpt": TraceFormat("Timestamp", "Request tokens", "Response tokens", "s", drop_failed=True),
     "llmservingsim": TraceFormat("arrival_time_ns", "input_toks", "output_toks", "ns"),
+    # Vidur's request traces (data/processed_traces/*.csv): arrival in seconds, prefill and decode tokens.
+    "vidur": TraceFormat("arrived_at", "num_prefill_tokens", "num_decode_tokens", "s"),
     "generic": TraceFormat("arrival", "prompt_tokens", "output_tokens"),
 }
+
+
+# A serving benchmark's result: one JSON object per run (vLLM: one JSON file; SGLang: one JSON line appended per run)
+# holding per-request arrays, read by :func:`benchmark_requests` into the raw columns of this format. Failed requests
+# have output length 0 there and are left out (counted in a note).
+BENCHMARK = "benchmark"
+BENCHMARK_KEYS = ("input_lens", "output_lens")
+BENCHMARK_SUMMARY_KEYS = ("backend", "request_rate", "duration")  # a run saved without its per-request arrays
+BENCHMARK_FORMAT = TraceFormat("arrival_s", "input_lens", "output_lens", "s", drop_failed=True)
+# Seed of the arrivals drawn for a benchmark result that records none (a fixed seed: the same file, the same trace).
+BENCHMARK_SEED = 0
 
 
 class UnknownTraceFormat(ValueError):
@@ -93,7 +111,8 @@ class UnknownTraceFormat(ValueError):
 
     def __init__(self, columns, name: str | None = None) -> None:
         self.columns = list(columns)
-        expected = "; ".join(f"{n}: {f.arrival}, {f.prompt}, {f.output}" for n, f in FORMATS.items())
+        expected = "; ".join([*(f"{n}: {f.arrival}, {f.prompt}, {f.output}" for n, f in FORMATS.items()),
+                              f"vLLM / SGLang benchmark result: {', '.join(BENCHMARK_KEYS)} (lists)"])
         super().__init__(f"{name + ': ' if name else ''}unknown trace columns {column_list(self.columns)}; expected "
                          f"one of {expected}, or give a column mapping")
 
@@ -164,9 +183,11 @@ def read_bytes(source: Source, max_bytes: int | None = MAX_UPLOAD_BYTES, what: s
 
 def _read_jsonl(data: bytes, max_rows: int | None, what: str, name: str) -> pd.DataFrame:
     records, lines, bad, keys = [], [], [], {}  # keys: every record's, in order
+    first_line = None
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
+        first_line = first_line or number
         if len(records) == max_rows:
             raise LimitError(f"{name} has more than {max_rows:,} rows; the limit is {max_rows:,}: cut it (e.g. "
                              "head -n)")
@@ -186,11 +207,26 @@ def _read_jsonl(data: bytes, max_rows: int | None, what: str, name: str) -> pd.D
                              f"limit is {MAX_COLUMNS:,} columns")
         records.append(record)
         lines.append(number)
+    if bad and bad[0][0] == first_line:  # maybe one JSON object over several lines (a pretty-printed result)
+        whole = _one_object(data, name)
+        if whole is not None:
+            return pd.DataFrame.from_records([whole], index=pd.Index([first_line]))
     if bad:
         shown = "; ".join(f"line {n}: {why}" for n, why in bad[:5])
         raise ValueError(f"{name} is not a JSON-lines {what} file: {len(bad)} line(s) not a JSON object ({shown}"
                          f"{' ...' if len(bad) > 5 else ''})")
     return pd.DataFrame.from_records(records, index=pd.Index(lines))
+
+
+def _one_object(data: bytes, name: str) -> dict | None:
+    """The whole of ``data`` as one JSON object, or None when it is not one (within :func:`load_json`'s bounds)."""
+    try:
+        whole = load_json(data, name)
+    except LimitError:
+        raise
+    except ValueError:
+        return None
+    return whole if isinstance(whole, dict) else None
 
 
 def read_trace_table(source: Source, max_bytes: int | None = MAX_UPLOAD_BYTES, max_rows: int | None = MAX_ROWS,
@@ -214,8 +250,17 @@ def read_trace_table(source: Source, max_bytes: int | None = MAX_UPLOAD_BYTES, m
     return frame
 
 
+def is_benchmark_result(columns) -> bool:
+    """Whether ``columns`` (a table's, or a JSON record's keys) are a serving benchmark's result, with per-request
+    arrays or (refused later, saying how to save them) without."""
+    return set(BENCHMARK_KEYS) <= set(columns) or set(BENCHMARK_SUMMARY_KEYS) <= set(columns)
+
+
 def detect_format(columns) -> str:
-    """Name of the known format whose columns are all present."""
+    """Name of the known format whose columns are all present (:data:`BENCHMARK` for a serving benchmark's
+    result)."""
+    if is_benchmark_result(columns):
+        return BENCHMARK
     for name, fmt in FORMATS.items():
         if {fmt.arrival, fmt.prompt, fmt.output} <= set(columns):
             return name
@@ -229,7 +274,8 @@ def _resolve(columns, fmt: str | TraceFormat | None) -> TraceFormat:
     else:
         name = fmt or detect_format(columns)
         if name not in FORMATS:
-            raise ValueError(f"unknown trace format {name!r}; choose one of {', '.join(FORMATS)}")
+            raise ValueError(f"unknown trace format {name!r}; choose one of {', '.join(FORMATS)}, or leave it out "
+                             "(a benchmark result is recognised by its keys)")
         chosen = FORMATS[name]
         needed = (chosen.arrival, chosen.prompt, chosen.output)  # block hashes, predictions: optional here
     missing = [c for c in needed if c and c not in columns]
@@ -281,27 +327,138 @@ def _block_hashes(value) -> tuple[int, ...] | None:
     return tuple(value)
 
 
+def _cell(record: pd.Series, key: str):
+    """A JSON record's value at ``key``; None when absent (a key only other lines have reads as NaN)."""
+    value = record.get(key)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _numbers(values: list) -> list:
+    """A JSON array's numbers, anything else (text, lists, booleans, null) None: flagged by the checks later."""
+    return [v if _real(v) else None for v in values]
+
+
+def _benchmark_tool(columns) -> str:
+    """Which benchmark wrote a result, from keys only one of them writes."""
+    keys = set(columns)
+    if keys & {"burstiness", "model_id", "tokenizer_id", "start_times", "request_goodput"}:
+        return "vLLM"
+    if keys & {"dataset_name", "accept_length", "total_output_tokens_retokenized"}:
+        return "SGLang"
+    return "vLLM / SGLang"
+
+
+def _real(value) -> bool:
+    """Whether a JSON value (as pandas holds it: a numpy scalar in a column of several lines) is a number."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _request_rate(value) -> float | None:
+    """A result's ``request_rate``: a positive number, or inf (vLLM writes "inf", SGLang Infinity); None otherwise."""
+    if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    if _real(value) and value > 0:
+        return float(value)
+    return None
+
+
+def _benchmark_arrivals(record: pd.Series, n: int, tool: str) -> tuple[str, list, str]:
+    """The arrival column's name, its values (seconds) and a note saying where they come from.
+
+    Recorded times win: ``start_times`` (newer vLLM: when each request was sent, ``queue_times`` after it was due
+    when a client-side concurrency limit held it back, so the arrival is their difference). Without them the
+    arrivals are drawn the way the benchmark drew them, from its ``request_rate``: a Poisson process (vLLM's
+    ``burstiness`` other than 1: gamma-distributed gaps), seeded with :data:`BENCHMARK_SEED`, first request at 0 s;
+    rate inf: every request at 0 s, as the benchmark sent them. Neither: refused."""
+    limit = _cell(record, "max_concurrency")
+    limit = f"{limit:g}" if _real(limit) else limit  # 8, not the 8.0 of a column with gaps
+    unreplayed = f"; its client-side max_concurrency {limit} is not replayed" if limit is not None else ""
+    starts = _cell(record, "start_times")
+    if isinstance(starts, list) and len(starts) == n:
+        queued = _cell(record, "queue_times")
+        if isinstance(queued, list) and len(queued) == n:
+            due = [s - q if s is not None and q is not None else None
+                   for s, q in zip(_numbers(starts), _numbers(queued), strict=True)]
+            return "start_times", due, "arrivals from its start_times less queue_times (when each request was due)"
+        sent = "arrivals from its start_times (when each request was sent)"
+        return "start_times", _numbers(starts), sent + unreplayed
+    rate = _request_rate(_cell(record, "request_rate"))
+    if rate is None:
+        raise ValueError(f"the {tool} benchmark result records no arrival times (start_times) and no usable "
+                         f"request_rate (got {_cell(record, 'request_rate')!r}) to derive them from")
+    if math.isinf(rate):
+        return "arrival_s", [0.0] * n, "request_rate inf: every request arrives at 0 s, as the benchmark sent them" \
+            f"{unreplayed}"
+    burstiness = _cell(record, "burstiness")
+    burstiness = float(burstiness) if _real(burstiness) and 0 < burstiness < math.inf else 1.0
+    gaps = np.random.default_rng(BENCHMARK_SEED).gamma(burstiness, 1.0 / (rate * burstiness), size=n)
+    gaps[0] = 0.0
+    process = "a Poisson process" if burstiness == 1 else f"a gamma process (burstiness {burstiness:g})"
+    return "arrival_s", np.cumsum(gaps).tolist(), (
+        f"the file records no arrival times: arrivals drawn as {process} at its request_rate {rate:g} req/s (seed "
+        f"{BENCHMARK_SEED}), as the benchmark drew them, not the times it sent them{unreplayed}")
+
+
+def benchmark_requests(raw: pd.DataFrame) -> tuple[pd.DataFrame, TraceFormat, str]:
+    """The requests of a serving benchmark's result (raw columns of :func:`read_trace_table`, one row per run), as
+    raw per-request columns indexed by the requests' index in its arrays, the format to read them with, and a note
+    on where their arrivals come from (:func:`_benchmark_arrivals`).
+
+    Prompt and output lengths are ``input_lens`` and ``output_lens`` (vLLM writes them with ``--save-result``, newer
+    versions with ``--save-detailed`` only; SGLang with ``--output-details``); TTFTs, ITLs and texts are not read.
+    The file must hold exactly one run with them: SGLang appends a line per run."""
+    tool = _benchmark_tool(raw.columns)
+    lengths = raw.get("input_lens", pd.Series(None, index=raw.index, dtype=object))
+    runs = [line for line in raw.index if isinstance(lengths[line], list)]
+    if not runs:
+        raise ValueError(f"the {tool} benchmark result has no per-request lengths (input_lens, output_lens): save it "
+                         "with vLLM's --save-result --save-detailed or SGLang's --output-details")
+    if len(runs) > 1:
+        raise ValueError(f"the file holds {len(runs)} {tool} benchmark runs (lines {', '.join(map(str, runs[:10]))}"
+                         f"{' ...' if len(runs) > 10 else ''}); keep the one to replay, e.g. sed -n {runs[-1]}p FILE "
+                         "> run.jsonl")
+    record = raw.loc[runs[0]]
+    prompts, outputs = record["input_lens"], _cell(record, "output_lens")
+    if not isinstance(outputs, list) or len(outputs) != len(prompts):
+        size = len(outputs) if isinstance(outputs, list) else type(outputs).__name__
+        raise ValueError(f"the {tool} benchmark result needs input_lens and output_lens of the same length (got "
+                         f"{len(prompts):,} and {size})")
+    if not prompts:
+        raise ValueError(f"the {tool} benchmark result has no requests (empty input_lens)")
+    if len(prompts) > MAX_ROWS:
+        raise LimitError(f"the {tool} benchmark result has {len(prompts):,} requests; the limit is {MAX_ROWS:,}")
+    arrival, arrivals, note = _benchmark_arrivals(record, len(prompts), tool)
+    frame = pd.DataFrame({arrival: arrivals, "input_lens": _numbers(prompts), "output_lens": _numbers(outputs)},
+                         index=pd.RangeIndex(len(prompts)), dtype=object)
+    where = f" (line {runs[0]} of {len(raw)})" if len(raw) > 1 else ""
+    return frame, replace(BENCHMARK_FORMAT, arrival=arrival), f"{tool} benchmark result{where}: {note}"
+
+
 def parse_trace(raw: pd.DataFrame, fmt: str | TraceFormat | None = None) -> pd.DataFrame:
     """Convert the raw columns of :func:`read_trace_table` (indexed by file line) into the canonical trace
     frame, in a named format (detected when None) or through a user's :class:`TraceFormat`.
 
-    All problems are collected and reported together, each with its file line numbers."""
+    All problems are collected and reported together, each with its file line numbers (a benchmark result's: the
+    requests' index in its arrays)."""
+    notes, where = [], "lines"
+    if fmt in (None, BENCHMARK) and is_benchmark_result(raw.columns):
+        raw, fmt, note = benchmark_requests(raw)
+        notes, where = [note], "at index"
     fmt = _resolve(raw.columns, fmt)
-    notes = []
     if fmt.drop_failed:
         failed = pd.to_numeric(raw[fmt.output], errors="coerce") == 0
         if failed.any():
             notes.append(f"left out {int(failed.sum()):,} failed request(s) ({fmt.output!r} 0) of {len(raw):,}")
             raw = raw[~failed]
     if raw.empty:
-        raise ValueError("trace has no requests" + (f" ({notes[0]})" if notes else ""))
+        raise ValueError("trace has no requests" + (f" ({notes[-1]})" if notes else ""))
     arrival, bad_time, time_rule = _arrivals(raw[fmt.arrival], fmt.time_unit)
-    problems = [f"column {fmt.arrival!r} needs {time_rule}: lines {line_list(bad_time)}"] if bad_time.any() else []
+    problems = [f"column {fmt.arrival!r} needs {time_rule}: {where} {line_list(bad_time)}"] if bad_time.any() else []
     prompt, bad_prompt = token_counts(raw[fmt.prompt])
     output, bad_output = token_counts(raw[fmt.output])
     for col, bad in ((fmt.prompt, bad_prompt), (fmt.output, bad_output)):
         if bad.any():
-            problems.append(f"column {col!r} needs whole numbers from 1 to {MAX_TOKENS:,}: lines {line_list(bad)}")
+            problems.append(f"column {col!r} needs whole numbers from 1 to {MAX_TOKENS:,}: {where} {line_list(bad)}")
     columns = {"arrival_s": arrival.astype(float), "prompt_tokens": prompt, "output_tokens": output}
     if fmt.hash_ids in raw.columns:
         columns["hash_ids"] = raw[fmt.hash_ids].map(_block_hashes)
@@ -322,9 +479,10 @@ def parse_trace(raw: pd.DataFrame, fmt: str | TraceFormat | None = None) -> pd.D
 
 
 def load_trace_file(source: Source, fmt: str | TraceFormat | None = None, name: str | None = None) -> pd.DataFrame:
-    """Read and parse a trace file: Azure 2023/2024, BurstGPT, LLMServingSim or generic CSV, Mooncake JSON
-    lines, or any CSV / JSON-lines file through a column mapping (``fmt``), within the limits of
-    :func:`read_trace_table`; ``name`` (an upload's) names the file in messages (default: its path)."""
+    """Read and parse a trace file: Azure 2023/2024, BurstGPT, LLMServingSim, Vidur or generic CSV, Mooncake JSON
+    lines, a vLLM / SGLang benchmark result (:func:`benchmark_requests`), or any CSV / JSON-lines file through a
+    column mapping (``fmt``), within the limits of :func:`read_trace_table`; ``name`` (an upload's) names the file
+    in messages (default: its path)."""
     return named_errors(source, "trace", name, parse_trace, read_trace_table(source, name=name), fmt)
 
 
@@ -400,9 +558,10 @@ def _columns(path: Path) -> list[str]:
 
 
 def trace_files(root: Path) -> list[Path]:
-    """Request traces (not profiles) among the CSV and JSON-lines files of a folder (none if it is absent)."""
+    """Request traces (not profiles) among the CSV, JSON-lines and JSON (benchmark result) files of a folder (none if
+    it is absent)."""
     found = []
-    for path in sorted([*root.glob("*.csv"), *root.glob("*.jsonl")]) if root.is_dir() else []:
+    for path in sorted([*root.glob("*.csv"), *root.glob("*.jsonl"), *root.glob("*.json")]) if root.is_dir() else []:
         try:
             detect_format(_columns(path))
         except ValueError:

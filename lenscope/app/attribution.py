@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from lenscope.app.widgets import show_figure
+from lenscope.app.widgets import download_table, number_card, show_figure, show_table
 from lenscope.figures.attribution import (
     MEASURE_LABELS,
     evidence_display,
@@ -37,7 +37,16 @@ def show_evidence(store: Store, dataset: str, layer: int) -> None:
 def show_evidence_payload(settings: dict, evidence: dict, name: str) -> None:
     """An evidence result (its settings and payload): verdicts, tables, scatter and one prompt's bars; ``name``
     labels its downloads."""
-    runs = evidence["runs"]
+    runs, rows = evidence["runs"], pd.DataFrame(evidence["table"])
+    raw = rows[(rows["measure"] == "gradient") & (rows["control"] == "raw")].drop_duplicates("head")
+    cards = st.columns(len(raw) + 1)
+    for column, row in zip(cards, raw.itertuples()):
+        with column.container(border=True):
+            st.markdown(f"**{row.head}**{' (by construction)' if row.by_construction else ''}: raw r")
+            number_card(f"{row.pearson:.3f}", f"95% CI [{row.pearson_lo:.3f}, {row.pearson_hi:.3f}]")
+    with cards[-1].container(border=True):
+        st.markdown("**EGTP paper**: Pearson r")
+        number_card(f"{evidence['paper_pearson']:.3f}", "")
     st.info("**Verdicts** (raw r, like for like with the paper's; then within runs):\n\n"
             + "\n\n".join(f"- {text}." for text in evidence["verdicts"].values()))
     st.success(f"**{evidence['positive_control']}.**")
@@ -51,11 +60,10 @@ def show_evidence_payload(settings: dict, evidence: dict, name: str) -> None:
                f"{'included' if settings['include_censored'] else 'excluded'}.")
     st.markdown("**The heads on the test runs**: does a learned head predict better than mean pooling, and "
                 "how far from uniform are its weights?")
-    st.dataframe(head_summary_display(evidence["heads"]), hide_index=True)
-    st.dataframe(evidence_display(evidence["table"], evidence["paper_pearson"]), hide_index=True)
-    rows = pd.DataFrame(evidence["table"])
-    st.download_button("Download the table (CSV)", rows.to_csv(index=False),
-                       file_name=f"attribution-evidence-{name}.csv", mime="text/csv")
+    show_table(head_summary_display(evidence["heads"]), f"attribution-heads-{name}", hide_index=True)
+    show_table(evidence_display(evidence["table"], evidence["paper_pearson"]), f"attribution-evidence-{name}",
+               hide_index=True)
+    download_table(rows, f"attribution-evidence-{name}-all-columns", what="Every column")
     left, right = st.columns(2)
     heads = rows.sort_values("by_construction", kind="stable")["head"]  # the by-construction head last
     head = left.selectbox("Head", list(dict.fromkeys(heads)), key="evidence_head")

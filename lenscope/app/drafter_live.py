@@ -9,7 +9,7 @@ import streamlit as st
 
 from lenscope.analysis.drafter.acceptance import DRAFT_STEPS
 from lenscope.app.runner import failure_text, run_job
-from lenscope.app.widgets import show_figure
+from lenscope.app.widgets import show_figure, show_table
 from lenscope.figures.drafter import remaining_curves_figure
 from lenscope.figures.drafter_live import (
     acceptance_ci_figure,
@@ -63,8 +63,8 @@ def show_measurement(payload: dict, dataset: str) -> None:
     st.caption(f"{payload['prompts']} held-out prompts of {dataset!r}, {temperature}, k = {payload['k']} drafted "
                "tokens per verify pass; every number is from these live runs (the target verifies each draft), "
                "with a 95% bootstrap CI over prompts.")
-    st.dataframe(speculative_table(payload), hide_index=True)
-    show_figure(acceptance_ci_figure(payload["drafters"]), "live-acceptance")
+    show_table(speculative_table(payload), f"speculative-decoding-{dataset}", hide_index=True)
+    show_figure(acceptance_ci_figure(payload["drafters"]), f"live-acceptance-{dataset}")
     difference = acceptance_difference_table(payload["difference"])
     if difference.empty:
         st.caption("Train the SD-only drafter (`train-drafter --variant sd-only`) to test the paper's claim that "
@@ -72,7 +72,7 @@ def show_measurement(payload: dict, dataset: str) -> None:
     else:
         st.markdown("**The paper's claim: training the length head with the drafter costs no acceptance** "
                     "(OUTLETS vs SD-only, paired on the same prompts)")
-        st.dataframe(difference, hide_index=True)
+        show_table(difference, f"acceptance-outlets-vs-sd-only-{dataset}", hide_index=True)
 
 
 def live_section(store: Store, target: TargetModel | None, dataset: str, probes: pd.DataFrame) -> None:

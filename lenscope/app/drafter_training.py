@@ -7,6 +7,7 @@ import streamlit as st
 from lenscope.app.drafter_live import show_measurement
 from lenscope.app.runner import run_job
 from lenscope.app.study import empty_state, shipped_notice
+from lenscope.app.widgets import show_table
 from lenscope.figures.drafter import ablation_table, drafter_ablation_tables
 from lenscope.jobs.drafter.training import DRAFTER_VARIANTS, PROBE_MODES, train_drafter_job, train_probe_job
 from lenscope.jobs.runs.datasets import preferred_dataset
@@ -51,10 +52,10 @@ def shipped_section(store: Store, shipped: ShippedStudy) -> None:
     own = own[own["kind"].isin(["drafter", "probe"])]
     if not own.empty:
         st.subheader("Remaining length: drafter vs probes")
-        st.dataframe(ablation_table(own), hide_index=True)
+        show_table(ablation_table(own), f"drafters-vs-probes-{shipped.dataset}", hide_index=True)
     ablation = shipped.drafter_ablation()
     if ablation is not None:
         st.subheader("Which part of the gain: the draft decoder, its objective or its inputs?")
         maes, pairs = drafter_ablation_tables(ablation)
-        st.dataframe(maes, hide_index=True)
-        st.dataframe(pairs, hide_index=True)
+        show_table(maes, f"drafter-ablation-mae-{shipped.dataset}", hide_index=True)
+        show_table(pairs, f"drafter-ablation-paired-{shipped.dataset}", hide_index=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from lenscope.app.widgets import show_table
 from lenscope.jobs.predictors.catalog import CATALOG, shipped_names, shipped_predictor, shipped_summary
 from lenscope.jobs.predictors.predict import QUANTILE_COLUMNS, LengthPredictor, predict_prompts
 from lenscope.models.target import TargetModel
@@ -37,7 +38,7 @@ def show_predictions(frame: pd.DataFrame, true_length: int | None, finished: boo
         shown["error (predicted - true)"] = (frame["predicted_tokens"] - true_length).round(0)
         shown["true inside the interval"] = [("yes" if lo <= true_length <= hi else "no") if pd.notna(lo) else ""
                                              for lo, hi in zip(frame[low], frame[high])]
-    st.dataframe(shown, hide_index=True, width="stretch")
+    show_table(shown, "predictions", hide_index=True, width="stretch")
     truth = ("" if true_length is None else f" The answer has **{true_length} tokens**"
              + ("." if finished else " (cut at the token cap: the true length is longer)."))
     st.caption("Predicted from the prompt alone, before any answer token, by the predictors trained on the "
@@ -53,8 +54,8 @@ def shipped_table() -> None:
     if table.empty:
         st.info("No predictor is shipped with this copy; `python -m lenscope study --size full` trains and ships them.")
         return
-    st.dataframe(table.round({c: 1 for c in table.columns if c != "interval coverage"}).round(3), hide_index=True,
-                 width="stretch")
+    show_table(table.round({c: 1 for c in table.columns if c != "interval coverage"}).round(3), "shipped-predictors",
+               hide_index=True, width="stretch")
     st.caption("Test MAE in tokens with its 95% bootstrap CI over prompts, and the paired difference to the "
                "constant train median on the same runs (negative: better than the constant), on the study's test "
                "split; interval coverage: how often the 10th-90th percentile interval held the true length (80% if "

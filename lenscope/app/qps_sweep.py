@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from lenscope.app.runner import run_job
-from lenscope.app.widgets import show_figure
+from lenscope.app.widgets import show_figure, show_table
 from lenscope.figures.scheduler import qps_sweep_figure
 from lenscope.jobs.scheduler.grid_sweep import GRID_METRICS
 from lenscope.jobs.scheduler.qps_sweep import (
@@ -53,4 +53,4 @@ def qps_sweep_tab(store: Store, trace: pd.DataFrame, spec: PredictorSpec, base: 
     show_figure(qps_sweep_figure(sweep, metric, capacity), "qps-sweep-fig")
     for line in saturation_text(saturation_points(sweep), values):
         st.markdown(f"- {line}")
-    st.dataframe(sweep.round(3), hide_index=True)
+    show_table(sweep.round(3), "qps-sweep", hide_index=True)

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from lenscope.app.runner import error_boundary, run_job
-from lenscope.app.widgets import MODEL_KEY, get_target, show_figure
+from lenscope.app.widgets import MODEL_KEY, get_target, show_figure, show_table
 from lenscope.figures.results import pred_true_heatmap
 from lenscope.jobs.predictors.baselines import BASELINES, DESCRIPTIONS, train_baselines
 from lenscope.jobs.results.leaderboard import benchmark_frame, cell_rows, pred_true_histogram, run_rows
@@ -76,9 +76,8 @@ def inspect_cell(store: Store, frame: pd.DataFrame, rows: pd.DataFrame, names: l
     st.markdown(f"**{predictor}**, {scenario}: MAE **{cell['abs_error'].mean():.1f}** tokens over {len(cell)} "
                 f"predictions (select a row to open its run).")
     shown = cell[["run_id", "prompt_id", "scenario", "split", "step", "predicted", "true", "abs_error"]].round(1)
-    pick = st.dataframe(shown, key="cell_table", on_select="rerun", selection_mode="single-row", hide_index=True)
-    st.download_button("Download these predictions (CSV)", shown.to_csv(index=False),
-                       f"predictions-{predictor.replace(':', '-')}-{scenario}.csv", "text/csv", key="dl_cell")
+    pick = show_table(shown, f"predictions-{predictor.replace(':', '-')}-{scenario}", key="cell_table",
+                      on_select="rerun", selection_mode="single-row", hide_index=True)
     fig = pred_true_heatmap(*pred_true_histogram(cell["predicted"], cell["true"]), f"{predictor}: predicted vs true")
     show_figure(fig, f"heatmap-{predictor.replace(':', '-')}", key="heatmap")
     run_ids = [int(r) for r in cell["run_id"].unique()]
@@ -95,5 +94,5 @@ def inspect_cell(store: Store, frame: pd.DataFrame, rows: pd.DataFrame, names: l
     p_col.text_area("Prompt", run.prompt, height=220, disabled=True, key=f"prompt_{run.id}")
     r_col.text_area("Response", run.response, height=220, disabled=True, key=f"response_{run.id}")
     st.caption("All predictions for this run (every predictor, every stored step):")
-    st.dataframe(run_rows(frame, run_id)[["predictor", "family", "step", "predicted", "true", "split"]].round(1),
-                 hide_index=True)
+    show_table(run_rows(frame, run_id)[["predictor", "family", "step", "predicted", "true", "split"]].round(1),
+               f"run-{run_id}-predictions", hide_index=True)

@@ -9,16 +9,18 @@ import streamlit as st
 
 from lenscope.analysis.scheduler.predictors import NUMBER, PREDICTIONS_FILE, TRAINED_PREDICTOR, Option
 from lenscope.analysis.scheduler.registry import predictor_kind
-from lenscope.app.runner import progress_callback
+from lenscope.app.runner import progress_callback, run_job
 from lenscope.app.study import empty_state
-from lenscope.app.widgets import show_figure
+from lenscope.app.widgets import download_table, show_figure, show_table
 from lenscope.figures.scheduler import gantt_figure, instance_load_figure, latency_cdf_figure, percentile_figure
 from lenscope.jobs.runs.datasets import preferred_dataset
+from lenscope.jobs.scheduler.parting import parting_load
 from lenscope.jobs.scheduler.replay import (
     BATCHING,
     DEFAULT_COST,
     EMPIRICAL_BUCKETS,
     MODES,
+    OPENING,
     PREDICTORS,
     PREFILL_QUEUE_POLICIES,
     SPLITWISE_PROFILE,
@@ -27,9 +29,11 @@ from lenscope.jobs.scheduler.replay import (
     Outcome,
     PredictorSpec,
     SimConfig,
+    StageReading,
     TraceFormat,
     UnknownTraceFormat,
     builtin_trace_files,
+    compare_sentence,
     compare_table,
     cost_model_options,
     dataset_trace,
@@ -38,6 +42,7 @@ from lenscope.jobs.scheduler.replay import (
     fit_cost_option,
     import_predictions,
     load_trace_file,
+    opening_trace,
     poisson_retime,
     predictions_format,
     predictor_choices,
@@ -46,6 +51,7 @@ from lenscope.jobs.scheduler.replay import (
 from lenscope.store.store import Store
 
 NO_COLUMN = "(none)"
+PENDING = "sched_pending"  # widget values to set at the start of the next run (the load where policies part)
 Mapping = tuple[str, str, str, str, str | None]  # arrival, prompt, output columns, arrival unit, predicted column
 
 
@@ -75,17 +81,26 @@ def _column_mapping(columns: list[str]) -> Mapping:
     return (*picks, unit, None if predicted == NO_COLUMN else predicted)
 
 
+@st.cache_data(show_spinner=False, max_entries=1)
+def _opening_trace() -> pd.DataFrame:
+    return opening_trace()
+
+
 def _pick_source(store: Store, source: str) -> tuple[pd.DataFrame | None, str]:
     if source == "Built-in trace":
         files = {p.name: p for p in builtin_trace_files()}
-        names = list(files)
+        example = OPENING.label() if OPENING.file in files else None
+        names = ([example] if example else []) + list(files)
         default = next((k for k, n in enumerate(names) if "conv" in n), 0)
-        name = st.sidebar.selectbox("File", names, index=default, key="sched_builtin")
-        return _read_trace(str(files[name])), name
+        name = st.sidebar.selectbox("File", names, index=default, key="sched_builtin",
+                                    help="The loaded example opens the page: a cluster where the decode stage is the "
+                                         "bottleneck, so length-aware scheduling changes who waits")
+        return (_opening_trace(), name) if name == example else (_read_trace(str(files[name])), name)
     if source == "Upload file":
-        upload = st.sidebar.file_uploader("Trace file: CSV (Azure 2023/2024, BurstGPT, LLMServingSim, arrival,"
-                                          "prompt_tokens,output_tokens), Mooncake JSON lines, or other columns "
-                                          "through a mapping; 50 MB / 200k rows max", type=["csv", "jsonl"])
+        upload = st.sidebar.file_uploader("Trace file: CSV (Azure 2023/2024, BurstGPT, LLMServingSim, Vidur, arrival,"
+                                          "prompt_tokens,output_tokens), Mooncake JSON lines, a vLLM / SGLang "
+                                          "benchmark result (JSON), or other columns through a mapping; 50 MB / "
+                                          "200k rows max", type=["csv", "jsonl", "json"])
         if upload is None:
             st.info("Upload a trace file in the sidebar, or pick a built-in trace / the app's dataset.")
             return None, ""
@@ -120,13 +135,14 @@ def _pick_source(store: Store, source: str) -> tuple[pd.DataFrame | None, str]:
 def trace_picker(store: Store) -> pd.DataFrame | None:
     """Sidebar: where the trace comes from, filters and re-timing, a save button. None when there is none
     (after saying why)."""
+    st.session_state.update(st.session_state.pop(PENDING, None) or {})
     st.sidebar.header("Trace")
     sources = (["Built-in trace"] if builtin_trace_files() else []) + ["Upload file", "App dataset", "Stored trace"]
     source = st.sidebar.radio("Source", sources, key="sched_source")
     with st.sidebar.expander("Filters and re-timing"):
         max_prompt = st.number_input("Max prompt tokens (0 = no limit)", 0, 1_000_000, 0, key="sched_max_prompt")
         first_n = st.number_input("First N requests (0 = all)", 0, 1_000_000, 0, key="sched_first_n")
-        retime = st.number_input("Poisson re-timing QPS (0 = keep arrivals)", 0.0, 10_000.0, 0.0, key="sched_qps")
+        retime = st.number_input("Poisson re-timing QPS (0 = keep arrivals)", 0.0, 10_000.0, key="sched_qps")
     try:
         trace, name = _pick_source(store, source)
         if trace is None:
@@ -187,7 +203,7 @@ def show_prediction_evaluation(imported: ImportedPredictions, name: str) -> None
                    f"simulator draws each request's prediction from the pairs in its true length's bucket "
                    f"({EMPIRICAL_BUCKETS} quantile buckets of the file's true lengths), so policies see this "
                    "predictor's real errors.")
-        st.dataframe(ev.confusion, width="stretch")
+        show_table(ev.confusion, "predictions-confusion", width="stretch")
 
 
 def predictor_picker(store: Store, trace: pd.DataFrame) -> PredictorSpec | None:
@@ -195,7 +211,9 @@ def predictor_picker(store: Store, trace: pd.DataFrame) -> PredictorSpec | None:
     for traces that carry predictions)."""
     st.sidebar.header("Predictor")
     kinds = predictor_choices(trace.columns)
-    kind = st.sidebar.selectbox("Predictor", kinds, index=1, key="sched_predictor", format_func=PREDICTORS.label)
+    kind = st.sidebar.selectbox("Predictor", kinds, index=1, key="sched_predictor", format_func=PREDICTORS.label,
+                                help="\n".join(f"- **{PREDICTORS.label(k)}**: {PREDICTORS.description(k)}"
+                                               for k in kinds))
     values = {}
     for name, option in predictor_kind(kind).options.asked():  # the kind's own options, each by its source's field
         value = FORM_FIELDS[option.source](store, option)
@@ -240,9 +258,10 @@ def cluster_picker(trace: pd.DataFrame) -> tuple[SimConfig, float]:
     st.sidebar.header("Cluster")
     mode = st.sidebar.selectbox("Mode", MODES, key="sched_mode")
     c1, c2 = st.sidebar.columns(2)
-    n_prefill = c1.number_input("Prefill instances", 1, 16, 1, disabled=mode == "colocated", key="sched_np")
-    n_decode = c2.number_input("Decode instances" if mode == "disaggregated" else "Instances", 1, 32, 3,
-                               key="sched_nd")
+    n_prefill = c1.number_input("Prefill instances", 1, 16, OPENING.n_prefill, disabled=mode == "colocated",
+                                key="sched_np")
+    n_decode = c2.number_input("Decode instances" if mode == "disaggregated" else "Instances", 1, 32,
+                               OPENING.n_decode, key="sched_nd")
     batching = st.sidebar.selectbox("Batching", BATCHING, key="sched_batching")
     max_batch = st.sidebar.number_input("Batch-size cap", 1, 4096, 256, key="sched_batch")
     kv_cap = st.sidebar.number_input("KV capacity per instance (tokens)", 1024, 10_000_000, 262_144, step=16_384,
@@ -305,20 +324,82 @@ def policy_options(col, k: int, base: SimConfig) -> dict:
 
 def run_configs(store: Store, configs: list[SimConfig], trace: pd.DataFrame, spec: PredictorSpec,
                 short_q: float, label: str) -> list[Outcome]:
-    """Simulate each configuration under one progress bar per run (cached results come back at once)."""
+    """Simulate each configuration under one progress bar per run (cached results come back at once; one stored
+    before stage readings were kept is simulated again)."""
     bar = st.progress(0.0, text=label)
-    outcomes = [run_simulation(store, trace, spec, config, short_q,
-                               on_progress=progress_callback(bar, f"{label} {k + 1}/{len(configs)}"))
-                for k, config in enumerate(configs)]
+    outcomes = []
+    for k, config in enumerate(configs):
+        progress = progress_callback(bar, f"{label} {k + 1}/{len(configs)}")
+        outcome = run_simulation(store, trace, spec, config, short_q, on_progress=progress)
+        if StageReading.from_summary(outcome.summary) is None:
+            outcome = run_simulation(store, trace, spec, config, short_q, on_progress=progress, use_cache=False)
+        outcomes.append(outcome)
     bar.empty()
     return outcomes
+
+
+def _rerun_where_they_part(store: Store, configs: list[SimConfig], trace: pd.DataFrame, spec: PredictorSpec,
+                           short_q: float) -> None:
+    """Measure the load where the configurations part; found, set the sidebar's re-timing (and prefill instances)
+    there and rerun the page, which then simulates it (already stored)."""
+    parting = run_job(lambda cb: parting_load(store, trace, spec, configs, short_q, on_progress=cb),
+                      "searching the load where they part")
+    if parting is None:
+        return
+    if parting.qps is None:
+        st.warning(parting.note)
+        return
+    dataset = st.session_state.get("sched_source") == "App dataset"  # (its Poisson QPS field, up to 1,000)
+    qps = {"sched_runs_qps": min(parting.qps, 1000.0)} if dataset else {"sched_qps": min(parting.qps, 10_000.0)}
+    st.session_state[PENDING] = {**qps, "sched_np": parting.n_prefill}
+    st.session_state["cmp_note"] = parting.note
+    for key in ("cmp_outcomes", "cmp_opened"):
+        st.session_state.pop(key, None)
+    st.rerun()
+
+
+def compare_section(store: Store, configs: list[SimConfig], trace: pd.DataFrame, spec: PredictorSpec,
+                    short_q: float) -> None:
+    """The comparison: simulated on the page's first open (the loaded example) and on **Run simulation**, then one
+    sentence on what to look at, or why the configurations tie with a button that reruns where they part, and the
+    results."""
+    pressed = st.button("Run simulation", key="cmp_run", type="primary")
+    if pressed or not st.session_state.get("cmp_opened"):
+        st.session_state["cmp_opened"] = True
+        if pressed:
+            st.session_state.pop("cmp_note", None)
+        try:
+            st.session_state["cmp_outcomes"] = run_configs(store, configs, trace, spec, short_q, "simulating")
+        except ValueError as exc:
+            st.error(str(exc))
+    outcomes = st.session_state.get("cmp_outcomes")
+    if outcomes is None:
+        st.info("Choose up to 4 configurations and press **Run simulation**.")
+        return
+    if st.session_state.get("cmp_note"):
+        st.caption(st.session_state["cmp_note"])
+    tie, sentence = compare_sentence([o.summary for o in outcomes])
+    if tie:
+        st.warning(sentence)
+        if st.button("Rerun at the load where they part", key="cmp_part",
+                     help="Simulates these configurations at rising loads (Poisson re-timing of this trace, from the "
+                          "decode stage's estimated capacity) and stops at the first where they no longer tie"):
+            _rerun_where_they_part(store, configs, trace, spec, short_q)
+    elif sentence:
+        st.info(sentence)
+    show_results(outcomes, "cmp")
 
 
 def show_results(outcomes: list[Outcome], key: str) -> None:
     """Table, percentile bars, latency CDFs, per-instance load, a timeline and CSV downloads."""
     table = compare_table(outcomes)
-    st.markdown(f"**{len(outcomes)} configuration(s)** ({sum(o.cached for o in outcomes)} from the store cache)")
-    st.dataframe(table.round(3), hide_index=True, width="stretch")
+    first = outcomes[0].summary
+    for col, outcome in zip(st.columns(len(outcomes)), outcomes):
+        p99 = outcome.summary["short_e2e_p99_s"]
+        change = None if outcome is outcomes[0] else f"{p99 / first['short_e2e_p99_s'] - 1:+.0%} vs {first['label']}"
+        col.metric(f"Short-request P99: {outcome.summary['label']}", f"{p99:.1f} s", change, delta_color="inverse")
+    st.markdown(f"**{len(outcomes)} configuration(s)** ({sum(o.cached for o in outcomes)} read from the store)")
+    show_table(table.round(3), "scheduler-summary", key=f"{key}_summary", hide_index=True, width="stretch")
     by_label = {o.summary["label"]: o.requests for o in outcomes}
     show_figure(percentile_figure(table), f"{key}-pct")
     metric = st.selectbox("CDF metric", ["e2e_s", "ttft_s", "tpot_s"], key=f"{key}_metric")
@@ -328,8 +409,5 @@ def show_results(outcomes: list[Outcome], key: str) -> None:
     chosen = outcomes[list(by_label).index(pick)]
     show_figure(instance_load_figure(chosen.load), f"{key}-load")
     show_figure(gantt_figure(chosen.requests), f"{key}-gantt")
-    c1, c2 = st.columns(2)
-    c1.download_button("Summary CSV", table.to_csv(index=False), "scheduler_summary.csv", key=f"{key}_dl1")
-    c2.download_button("Per-request CSV", pd.concat([o.requests.assign(config=o.summary["label"])
-                                                     for o in outcomes]).to_csv(index=False),
-                       "scheduler_requests.csv", key=f"{key}_dl2")
+    download_table(pd.concat([o.requests.assign(config=o.summary["label"]) for o in outcomes]),
+                   "scheduler-requests", key=f"{key}_requests", what="every request")

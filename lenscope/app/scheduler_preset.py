@@ -9,7 +9,7 @@ import streamlit as st
 from lenscope.analysis.papers import OUTLETS_SERVING
 from lenscope.app.runner import run_job
 from lenscope.app.scheduler import show_results
-from lenscope.app.widgets import show_figure
+from lenscope.app.widgets import show_figure, show_table
 from lenscope.figures.scheduler import outlets_change_figure
 from lenscope.jobs.scheduler.replay import (
     PRESET_SEEDS,
@@ -35,9 +35,9 @@ def show_seed_tables(per_seed: pd.DataFrame, key: str) -> None:
     full per-predictor table and how the intervals are made."""
     shown = format_seed_table(preset_seed_table(per_seed))
     st.markdown("**Against the references, on the same requests and arrivals**")
-    st.dataframe(reference_rows(shown), hide_index=True, width="stretch", key=f"{key}_refs")
+    show_table(reference_rows(shown), "preset-references", key=f"{key}_refs", hide_index=True, width="stretch")
     with st.expander("Latencies per predictor and policy pair"):
-        st.dataframe(shown, hide_index=True, width="stretch", key=f"{key}_all")
+        show_table(shown, "preset-latencies", key=f"{key}_all", hide_index=True, width="stretch")
     st.caption(INTERVALS.format(n=per_seed["seed"].nunique()))
 
 

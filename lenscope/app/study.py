@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from lenscope.app.background import get_job, show_job, start_job
-from lenscope.app.widgets import MODEL_KEY, get_target
+from lenscope.app.widgets import MODEL_KEY, get_target, number_card, show_table
 from lenscope.jobs.runs.datasets import dataset_counts, preferred_dataset
 from lenscope.jobs.study.pipeline import (
     SHIPPED_SAMPLES,
@@ -155,13 +155,16 @@ def report_button(results: StudyResults, key: str = "report") -> None:
                             "preset in one file that opens offline (also `python -m lenscope report`).")
 
 
+# A card's headline: the number on one line, its interval whole on the next (never cut: st.metric and headings
+# end a value too wide for a fifth of the page with "...").
 def guided_tour(results: StudyResults) -> None:
-    """Five numbered cards, each with its number from a study's ``results`` and a link to its page."""
+    """Five numbered cards, each with its number and its interval (whole, on two lines) from a study's ``results``
+    and a link to its page."""
     columns = st.columns(5)
     for column, stop in zip(columns, tour(results)):
         with column.container(border=True):
             st.markdown(f"**{stop.title}**")
-            st.markdown(f"#### {stop.value or '—'}")  # wraps: a metric would cut its CI off
+            number_card(stop.number, stop.interval)
             st.caption(f"{stop.detail}. {stop.paper}.")
             st.page_link(stop.page, label="Open the page")
 
@@ -176,7 +179,7 @@ def claims_section(results: StudyResults) -> None:
     config = results.claims()["config"]
     shown = [c for c in ("claim", "paper", "paper_effect", "difference", "lo", "hi", "prompts", "runs", "verdict")
              if c in table]
-    st.dataframe(table[shown], hide_index=True, width="stretch")
+    show_table(table[shown], f"claims-{results.dataset}", hide_index=True, width="stretch")
     st.caption(f"Out-of-fold predictions of {config['folds']}-fold cross-validation grouped by conversation, "
                f"{config['seeds']} training seeds; difference < 0: the claim holds; lo/hi: the Holm-adjusted 95% CI "
                "(prompts and seeds resampled); under 50 prompts nothing is judged.")

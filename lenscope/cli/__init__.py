@@ -13,12 +13,18 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from lenscope.cli._common import resolve_dataset
+from lenscope.cli._common import HelpFormatter, command_output, resolve_dataset
 from lenscope.errors import user_message
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argparse parser whose errors (a bad flag value, a missing argument) are one line and exit 2."""
+    """An argparse parser whose errors (a bad flag value, a missing argument) are one line and exit 2, and whose help
+    shows every option's default (:class:`~lenscope.cli._common.HelpFormatter`: the one formatter, set here for the
+    top parser and every sub-command's, which ``add_parser`` makes of this class)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see `python -m {self.prog} --help`)\n")
@@ -26,7 +32,11 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Parser with every sub-command found in :mod:`lenscope.cli` (sub-command parsers are of the same class)."""
+    from lenscope import __version__
+
     parser = _Parser(prog="lenscope", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print lenscope's version and exit")
     parser.add_argument("--debug", action="store_true", help="show the traceback of any failure")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
@@ -34,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         module.register(subparsers)
+    for choice in subparsers._choices_actions:  # a command's --help opens with the line `lenscope --help` lists
+        command = subparsers.choices[choice.dest]
+        if command.description is None:
+            command.description = (choice.help or "").replace("%%", "%")
     return parser
 
 
@@ -43,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         resolve_dataset(args)
-        return int(args.func(args) or 0)
+        with command_output(args):  # --format csv/json/parquet to stdout: stdout holds the data alone
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:  # Ctrl-C or `kill`: every finished result is stored already
         print(f"lenscope {args.command}: interrupted; what finished is stored, and the same command resumes",
               file=sys.stderr)

@@ -1,15 +1,63 @@
-"""Arguments and helpers shared by several CLI commands."""
+"""Arguments and helpers shared by several CLI commands: the help formatter of every parser, number types, the
+``--format``/``--out`` data output, and progress on the terminal (bars) or in a log (one line per phase)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime as _datetime
+import json
+import math
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 from tqdm import tqdm
 
 from lenscope.analysis.core.metrics import ci_text
 from lenscope.analysis.core.progress import label_phase
 from lenscope.models.numbers import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SEED, Range
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """The formatter of every lenscope parser (set once, in :class:`lenscope.cli._Parser`): descriptions and helps
+    keep their line breaks (each line wrapped to the terminal, an indented line with a hanging indent: one line per
+    choice), and each option's help ends with its default, unless the help already says it or there is none to show
+    (None, off, empty)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(self._wrapped(text, width, indent))
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return self._wrapped(text, width, "")
+
+    @staticmethod
+    def _wrapped(text: str, width: int, indent: str) -> list[str]:
+        lines = []
+        for line in text.splitlines() or [""]:
+            body = line.strip()
+            if not body:
+                lines.append("")
+                continue
+            lead = indent + " " * (len(line) - len(line.lstrip()))
+            lines += textwrap.wrap(" ".join(body.split()), max(width, 20), initial_indent=lead,
+                                   break_long_words=False, break_on_hyphens=False,
+                                   subsequent_indent=lead + "  " if lead != indent else lead) or [lead]
+        return lines
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help = action.help or ""
+        default = action.default
+        if ("%(default)" in help or "default" in help.lower() or default is None or default is False
+                or default is argparse.SUPPRESS or (isinstance(default, (str, list, tuple)) and not default)):
+            return help
+        if not action.option_strings and action.nargs not in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return help
+        return f"{help} (default: %(default)s)"
 
 
 def metrics_line(m: dict) -> str:
@@ -104,7 +152,8 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="", help="local checkpoint dir, .gguf file or hub id "
                         "(default: embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="weights' dtype (bfloat16 or float16 on a GPU)")
 
 
 def add_ray_args(parser: argparse.ArgumentParser, what: str) -> None:
@@ -132,29 +181,198 @@ def load_target(args: argparse.Namespace):
     return TargetModel.load(args.model, device=args.device, dtype=args.dtype)
 
 
-def progress_bar(total: int, desc: str, initial: int = 0) -> tqdm:
-    """A tqdm bar with lenscope's look; ``initial`` items done before it started do not count in its rate."""
-    return tqdm(total=total, desc=desc, initial=initial, unit="it", dynamic_ncols=True)
+# --- data output: --format and --out ------------------------------------------------------------------------------
+
+FORMATS = ("table", "csv", "json", "parquet")
+SUFFIX_FORMATS = {".json": "json", ".parquet": "parquet", ".csv": "csv"}
+
+
+def add_output_args(parser: argparse.ArgumentParser, table: str, document: str | None = None) -> None:
+    """``--format {table,csv,json,parquet}`` and ``--out PATH``: what a command writes besides its text for people.
+    ``table`` says what its csv and parquet output hold, ``document`` what its JSON holds (default: the same
+    table, as a list of records)."""
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help=f"table: the text for people; csv or parquet: {table}; json: {document or table} (one "
+                             "JSON document); csv, json and parquet go to stdout unless --out is given, and "
+                             "everything else the command prints then goes to stderr")
+    parser.add_argument("--out", type=output_file, default=None, metavar="PATH",
+                        help="write the data to PATH instead (in --format; with --format table, by PATH's suffix: "
+                             ".json, .parquet, else CSV); the text for people still goes to stdout")
+
+
+def data_format(args: argparse.Namespace) -> str | None:
+    """The format a command writes its data in (None: only its text for people)."""
+    fmt = getattr(args, "format", "table")
+    if fmt != "table":
+        return fmt
+    out = getattr(args, "out", None)
+    return None if out is None else SUFFIX_FORMATS.get(Path(out).suffix.lower(), "csv")
+
+
+def shows_text(args: argparse.Namespace) -> bool:
+    """Whether the command prints its text for people on stdout (not when its data goes there)."""
+    return getattr(args, "format", "table") == "table" or getattr(args, "out", None) is not None
+
+
+@contextlib.contextmanager
+def command_output(args: argparse.Namespace) -> Iterator[None]:
+    """Run a command so that, when its data goes to stdout (``--format csv/json/parquet`` without ``--out``),
+    stdout holds the data alone: anything else printed meanwhile (notes, warnings) goes to stderr. Parquet, being
+    binary, is refused on a terminal before any work."""
+    if shows_text(args):
+        yield
+        return
+    stream = sys.stdout
+    if args.format == "parquet" and stream.isatty():
+        raise ValueError("parquet is binary: write it to a file with --out PATH (or pipe stdout)")
+    args.data_stream = stream
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def jsonable(value):
+    """``value`` as plain JSON: numpy numbers and arrays, tables (a list of records), timestamps and paths converted;
+    NaN and infinities become null."""
+    if isinstance(value, pd.DataFrame):
+        return [jsonable(r) for r in value.to_dict(orient="records")]
+    if isinstance(value, pd.Series):
+        return jsonable(value.to_dict())
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, np.ndarray)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if value is None or value is pd.NaT or value is pd.NA:
+        return None
+    if isinstance(value, (pd.Timestamp, _datetime.datetime, _datetime.date)):
+        return value.isoformat()
+    if isinstance(value, str):
+        return value
+    return str(value)
+
+
+def _flat(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` for CSV and Parquet: cells holding dicts or lists become JSON text."""
+    out = table.copy()
+    for column in out.columns:
+        if out[column].map(lambda v: isinstance(v, (dict, list, tuple))).any():
+            out[column] = [json.dumps(jsonable(v)) if isinstance(v, (dict, list, tuple)) else v for v in out[column]]
+    return out
+
+
+def write_data(args: argparse.Namespace, table: pd.DataFrame | None = None, document=None,
+               what: str = "table") -> None:
+    """Write a command's data as ``--format``/``--out`` ask (nothing with the plain text format and no ``--out``):
+    csv and parquet write ``table``, json writes ``document`` (default: ``table`` as records). To ``--out`` it
+    prints ``{what} -> PATH``; to stdout it writes the data alone."""
+    fmt = data_format(args)
+    if fmt is None:
+        return
+    out = getattr(args, "out", None)
+    if fmt == "json":
+        payload = json.dumps(jsonable(table if document is None else document), indent=2, allow_nan=False) + "\n"
+    elif table is None:
+        raise ValueError(f"--format {fmt} writes a table; this output is a document: use --format json")
+    elif fmt == "csv":
+        payload = _flat(table).to_csv(index=False)
+    else:
+        payload = None
+    if out is not None:
+        if payload is None:
+            _flat(table).to_parquet(out, index=False)
+        else:
+            Path(out).write_text(payload, encoding="utf-8")
+        print(f"{what} -> {out}")
+        return
+    stream = getattr(args, "data_stream", sys.stdout)
+    if payload is None:
+        stream.flush()
+        _flat(table).to_parquet(stream.buffer, index=False)
+        stream.buffer.flush()
+    else:
+        stream.write(payload)
+        stream.flush()
+
+
+# --- progress ------------------------------------------------------------------------------------------------------
+
+BAR_MININTERVAL_S = 0.5  # a bar redraws at most this often (tqdm's own rate limit), however often a job reports
+
+
+class _Nowhere:
+    """A file that drops what is written to it: the sink of bars that keep count off a terminal."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def on_terminal(stream=None) -> bool:
+    """Whether ``stream`` (default: stderr, where progress goes) is a terminal."""
+    stream = sys.stderr if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def progress_bar(total: int, desc: str, initial: int = 0, file=None) -> tqdm:
+    """A tqdm bar with lenscope's look; ``initial`` items done before it started do not count in its rate. It
+    redraws at most every :data:`BAR_MININTERVAL_S` seconds (feed it with ``update``, not ``refresh``)."""
+    return tqdm(total=total, desc=desc, initial=initial, unit="it", dynamic_ncols=True, file=file,
+                mininterval=BAR_MININTERVAL_S)
 
 
 class PhaseBars:
-    """``on_progress(done, total, label)`` for lenscope jobs: one tqdm bar per phase, its description the
-    latest label (live details such as tokens/s change it without restarting the bar's rate and ETA)."""
+    """``on_progress(done, total, label)`` for lenscope jobs, one phase at a time (a phase is the label without its
+    live details, :func:`~lenscope.analysis.core.progress.label_phase`).
 
-    def __init__(self) -> None:
-        self.phase, self.bar = None, None
+    On a terminal: one tqdm bar per phase, its description the latest label (live details such as tokens/s change
+    it without restarting the bar's rate and ETA), redrawn at most every :data:`BAR_MININTERVAL_S` seconds. Off a
+    terminal (a log, a pipe, CI): no bar is drawn; each phase prints one line when it starts and one when it ends,
+    with its count and elapsed time. ``prefix`` goes before every label (``collect dev · sampling``)."""
+
+    def __init__(self, prefix: str = "", terminal: bool | None = None, stream=None) -> None:
+        self.stream = stream
+        self.terminal = on_terminal(stream) if terminal is None else terminal
+        self.prefix = prefix
+        self.phase, self.bar, self.started = None, None, 0.0
+
+    def _label(self, label: str) -> str:
+        return f"{self.prefix} · {label}" if self.prefix and label else (self.prefix or label)
+
+    def _line(self, text: str) -> None:
+        print(text, file=self.stream if self.stream is not None else sys.stderr, flush=True)
 
     def __call__(self, done: int, total: int, label: str) -> None:
+        label = self._label(label)
         phase = label_phase(label)
         if phase != self.phase:
             self.close()
-            self.phase, self.bar = phase, progress_bar(total, label, initial=done)
+            self.phase, self.started = phase, time.monotonic()
+            self.bar = progress_bar(total, label, initial=done,
+                                    file=(self.stream if self.terminal else _Nowhere()))
+            if not self.terminal:
+                self._line(f"{phase}: started ({done}/{total})" if total else f"{phase}: started")
         self.bar.set_description(label, refresh=False)
         self.bar.total = total
-        self.bar.n = done
-        self.bar.refresh()
+        self.bar.update(done - self.bar.n)  # redraws only when tqdm's mininterval has passed
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.phase, self.bar = None, None
+        if self.bar is None:
+            return
+        if not self.terminal:
+            elapsed = time.monotonic() - self.started
+            count = f" {self.bar.n}/{self.bar.total}" if self.bar.total else ""
+            self._line(f"{self.phase}: done{count} in {elapsed:.1f} s")
+        else:
+            self.bar.refresh()  # the last count, whatever the rate limit skipped
+        self.bar.close()
+        self.phase, self.bar = None, None

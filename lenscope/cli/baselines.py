@@ -21,18 +21,24 @@ from lenscope.models.numbers import Range
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("train-baselines", help="train SSJF-Reg/MC, S3, TRAIL, PiA and LTR baselines")
+    from lenscope.analysis.baselines import PAPERS
+    from lenscope.jobs.predictors.baselines import BASELINES, DESCRIPTIONS
+
+    p = subparsers.add_parser("train-baselines", help="train SSJF-Reg/MC, S3, TRAIL, PiA and LTR baselines",
+                              description="Train the baselines the papers compare against, on one stored dataset:\n"
+                                          + "\n".join(f"  {b}: {DESCRIPTIONS[b]} [{PAPERS[b]}]" for b in BASELINES))
     add_dataset_arg(p)
-    p.add_argument("--only", default="", help="comma-separated subset of ssjf-reg,ssjf-mc,s3,trail,pia,ltr "
-                                              "(default: all)")
-    p.add_argument("--epochs", type=positive_int, default=60)
-    p.add_argument("--lr", type=positive, default=1e-3)
-    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--only", default="", help=f"comma-separated subset of {','.join(BASELINES)} (default: all; "
+                                              "each is described above)")
+    p.add_argument("--epochs", type=positive_int, default=60, help="training epochs of each learned baseline")
+    p.add_argument("--lr", type=positive, default=1e-3, help="AdamW learning rate")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="prompts per training batch")
     p.add_argument("--buckets", type=number(Range(2, integral=True)), default=10, help="length bins of SSJF-MC and S3")
     p.add_argument("--trail-layer", type=non_negative_int, default=15,
                    help="target layer of the TRAIL probe (must be stored)")
-    p.add_argument("--ltr-loss", default="listmle", choices=["listmle", "pairwise"])
-    p.add_argument("--seed", type=seed, default=42)
+    p.add_argument("--ltr-loss", default="listmle", choices=["listmle", "pairwise"],
+                   help="loss of the LTR scorer: listwise (ListMLE) or pairwise (RankNet)")
+    p.add_argument("--seed", type=seed, default=42, help="seed of initialisation and batch order")
     add_censoring_arg(p)
     add_model_args(p)
     p.set_defaults(func=run)

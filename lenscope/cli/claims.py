@@ -4,17 +4,23 @@ one offline HTML file."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
+
+import pandas as pd
 
 from lenscope.cli._common import (
     PhaseBars,
     add_dataset_arg,
     add_model_args,
+    add_output_args,
     load_target,
     non_negative_int,
     number,
     output_file,
     positive_int,
+    shows_text,
+    write_data,
 )
 from lenscope.models.numbers import Range
 
@@ -37,6 +43,9 @@ def register(subparsers) -> None:
     p.add_argument("--seeds", type=positive_int, default=3,
                    help="training seeds per predictor and fold (default 3; deterministic ones get 1)")
     p.add_argument("--no-pia", action="store_true", help="leave out PiA (it asks the target model)")
+    add_output_args(p, "every claim's row, on all runs and per scenario (column scope)",
+                    "the claims on all runs and per scenario, each predictor's out-of-fold MAE, the head options, "
+                    "what was not cross-validated and the dataset's counts")
     p.set_defaults(func=run_claims)
     p = subparsers.add_parser("report", help="write a study's tables and figures as one HTML file that opens "
                                              "offline")
@@ -66,20 +75,29 @@ def run_claims(args: argparse.Namespace) -> int:
     finally:
         bars.close()
     counts = dataset_counts(store, dataset, include_censored=True)
-    print(f"dataset {dataset!r}: {counts.caption()}; {args.folds}-fold grouped cross-validation, {args.seeds} "
-          "training seeds; every finished run scored out of fold, censored runs in the clipped MAE\n")
-    print("## Claims, all runs (Holm over the table's judged rows)\n")
-    print(claims_markdown(report.claims))
-    for scenario, table in report.by_scenario.items():
-        print(f"\n## Claims, {scenario} only\n")
-        print(claims_markdown(table))
-    print("\n## Predictors (out of fold)\n")
-    print(predictors_markdown(report.predictors))
-    if not report.head_options.empty:
-        print("\n## Head options and the censoring-aware head, minus the default EGTP head\n")
-        print(head_options_markdown(report.head_options))
-    for name, why in report.config["skipped"].items():
-        print(f"\nnot cross-validated: {name}: {why}")
+    if shows_text(args):
+        print(f"dataset {dataset!r}: {counts.caption()}; {args.folds}-fold grouped cross-validation, {args.seeds} "
+              "training seeds; every finished run scored out of fold, censored runs in the clipped MAE\n")
+        print("## Claims, all runs (Holm over the table's judged rows)\n")
+        print(claims_markdown(report.claims))
+        for scenario, table in report.by_scenario.items():
+            print(f"\n## Claims, {scenario} only\n")
+            print(claims_markdown(table))
+        print("\n## Predictors (out of fold)\n")
+        print(predictors_markdown(report.predictors))
+        if not report.head_options.empty:
+            print("\n## Head options and the censoring-aware head, minus the default EGTP head\n")
+            print(head_options_markdown(report.head_options))
+        for name, why in report.config["skipped"].items():
+            print(f"\nnot cross-validated: {name}: {why}")
+    table = pd.concat([t.assign(scope=scope) for scope, t in [("all", report.claims), *report.by_scenario.items()]],
+                      ignore_index=True)
+    table = table[["scope", *[c for c in table.columns if c != "scope"]]]
+    document = {"dataset": dataset, "counts": asdict(counts), "folds": args.folds, "seeds": args.seeds,
+                "layer": layer, "probe_layer": probe_layer, "claims": report.claims,
+                "by_scenario": report.by_scenario, "predictors": report.predictors,
+                "head_options": report.head_options, "skipped": report.config["skipped"]}
+    write_data(args, table, document, what="claims table")
     return 0
 
 

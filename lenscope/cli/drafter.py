@@ -20,11 +20,11 @@ def register(subparsers) -> None:
     _common.add_dataset_arg(p, "collected dataset to train on")
     p.add_argument("--variant", default="outlets", choices=list(VARIANTS),
                    help="outlets (joint), lp-only, sd-only, no-decoder, classification, no-gate")
-    p.add_argument("--epochs", type=_common.positive_int, default=6)
+    p.add_argument("--epochs", type=_common.positive_int, default=6, help="training epochs over the train split")
     p.add_argument("--lr", type=_common.positive, default=1e-3, help="AdamW learning rate (the length head uses 3x)")
     p.add_argument("--max-step", type=_common.non_negative_int, default=128,
                    help="store predictions for steps 0..max-step")
-    p.add_argument("--seed", type=_common.seed, default=0)
+    p.add_argument("--seed", type=_common.seed, default=0, help="seed of initialisation and batch order")
     p.add_argument("--ttt-steps", type=_common.positive_int, default=None,
                    help="drafting steps unrolled in training (EAGLE-3 training-time test; default 7 on CUDA, 3 on "
                         "a CPU; 1 = teacher forcing only)")
@@ -38,9 +38,11 @@ def register(subparsers) -> None:
     q.add_argument("--layer", type=_common.non_negative_int, default=15, help="stored hidden layer to probe")
     q.add_argument("--mode", default="regression", choices=LENGTH_MODES,
                    help="regression of log1p(length), or binned expected-value classification")
-    q.add_argument("--epochs", type=_common.positive_int, default=30)
-    q.add_argument("--max-step", type=_common.non_negative_int, default=128)
-    q.add_argument("--seed", type=_common.seed, default=0)
+    q.add_argument("--epochs", type=_common.positive_int, default=30,
+                   help="most training epochs (the best on validation is kept)")
+    q.add_argument("--max-step", type=_common.non_negative_int, default=128,
+                   help="store predictions for steps 0..max-step")
+    q.add_argument("--seed", type=_common.seed, default=0, help="seed of initialisation and batch order")
     _common.add_censoring_arg(q)
     q.set_defaults(func=run_probe)
 
@@ -59,11 +61,13 @@ def register(subparsers) -> None:
     _common.add_model_args(r)
     _common.add_dataset_arg(r, "dataset whose drafters and test-split prompts to use")
     r.add_argument("--prompts", type=_common.positive_int, default=16, help="held-out prompts to decode")
-    r.add_argument("--max-new-tokens", type=_common.number(GENERATION_RANGES["max_new_tokens"]), default=64)
+    r.add_argument("--max-new-tokens", type=_common.number(GENERATION_RANGES["max_new_tokens"]), default=64,
+                   help="token cap of each decoded answer")
     r.add_argument("--draft-steps", type=_common.positive_int, default=DRAFT_STEPS, help="drafting horizon k")
     r.add_argument("--temperature", type=_common.number(GENERATION_RANGES["temperature"]), default=0.0,
                    help="0 = greedy (output identical to plain decoding)")
-    r.add_argument("--seed", type=_common.number(GENERATION_RANGES["seed"]), default=0)
+    r.add_argument("--seed", type=_common.number(GENERATION_RANGES["seed"]), default=0,
+                   help="seed of sampling (with --temperature above 0)")
     r.set_defaults(func=run_speculative)
 
 
@@ -76,21 +80,6 @@ def _report(result) -> None:
     print(f"registered {result.name} (predictor {result.predictor_id}): {_common.metrics_line(result.metrics)}")
 
 
-def _bar_callback(bar):
-    state = {"label": None}
-
-    def update(done: int, total: int, label: str) -> None:
-        phase = label.split(" (")[0]
-        if phase != state["label"]:
-            state["label"] = phase
-            bar.reset(total=total)
-            bar.set_description(phase)
-        bar.n = done
-        bar.set_postfix_str(label[len(phase):].strip(" ()"))
-        bar.refresh()
-    return update
-
-
 def run_drafter(args: argparse.Namespace) -> int:
     from lenscope.jobs.drafter.training import train_drafter_job
     from lenscope.jobs.runs.datasets import dataset_runs
@@ -100,11 +89,13 @@ def run_drafter(args: argparse.Namespace) -> int:
     store = Store()
     dataset_runs(store, args.dataset)
     target = _common.load_target(args)
-    with _common.progress_bar(1, f"train-drafter {args.variant}") as bar:
+    bars = _common.PhaseBars(prefix=f"train-drafter {args.variant}")
+    try:
         result = train_drafter_job(store, target, args.dataset, args.variant, args.epochs, args.lr,
                                    args.max_step, args.seed, include_censored=args.include_censored,
-                                   ttt_steps=args.ttt_steps, draft_vocab_size=args.draft_vocab,
-                                   on_progress=_bar_callback(bar))
+                                   ttt_steps=args.ttt_steps, draft_vocab_size=args.draft_vocab, on_progress=bars)
+    finally:
+        bars.close()
     _report(result)
     return 0
 
@@ -114,9 +105,12 @@ def run_probe(args: argparse.Namespace) -> int:
     from lenscope.store.store import Store
 
     _positive(args.epochs, "--epochs")
-    with _common.progress_bar(1, f"train-probe L{args.layer}") as bar:
+    bars = _common.PhaseBars(prefix=f"train-probe L{args.layer}")
+    try:
         result = train_probe_job(Store(), args.dataset, args.layer, args.mode, args.epochs, args.max_step,
-                                 args.seed, include_censored=args.include_censored, on_progress=_bar_callback(bar))
+                                 args.seed, include_censored=args.include_censored, on_progress=bars)
+    finally:
+        bars.close()
     _report(result)
     return 0
 
@@ -127,9 +121,12 @@ def run_drafter_ablation(args: argparse.Namespace) -> int:
     from lenscope.store.store import Store
 
     _positive(args.epochs, "--epochs")
-    with _common.progress_bar(1, "drafter-ablation") as bar:
+    bars = _common.PhaseBars(prefix="drafter-ablation")
+    try:
         payload = drafter_ablation(Store(), args.dataset, args.layer, args.epochs, args.include_censored,
-                                   on_progress=_bar_callback(bar))
+                                   on_progress=bars)
+    finally:
+        bars.close()
     maes, pairs = drafter_ablation_tables(payload)
     candidates = ", ".join(f"L{layer} {mae:.1f}" for layer, mae in payload["candidates"].items() if mae is not None)
     print(f"test split, steps 0-32, one training seed each; best single layer on validation: L{payload['best_layer']} "
@@ -146,9 +143,12 @@ def run_speculative(args: argparse.Namespace) -> int:
 
     store = Store()
     target = _common.load_target(args)
-    with _common.progress_bar(args.prompts, "speculative") as bar:
+    bars = _common.PhaseBars(prefix="speculative")
+    try:
         result = speculative_job(store, target, args.dataset, args.prompts, args.max_new_tokens, args.draft_steps,
-                                 args.temperature, args.seed, on_progress=_bar_callback(bar))
+                                 args.temperature, args.seed, on_progress=bars)
+    finally:
+        bars.close()
 
     def text(est: dict, digits: int = 2) -> str:
         return estimate_text(est, digits=digits, missing="n/a")

@@ -26,13 +26,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def _add_training(p: argparse.ArgumentParser, epochs: int, batch: int) -> None:
-    p.add_argument("--epochs", type=positive_int, default=epochs)
-    p.add_argument("--batch-size", type=positive_int, default=batch)
-    p.add_argument("--lr", type=positive, default=1e-3)
+    p.add_argument("--epochs", type=positive_int, default=epochs, help="training epochs over the train split")
+    p.add_argument("--batch-size", type=positive_int, default=batch, help="runs per training batch")
+    p.add_argument("--lr", type=positive, default=1e-3, help="AdamW learning rate")
     p.add_argument("--bins", type=number(Range(2, integral=True)), default=20, help="number of length bins K")
     p.add_argument("--lam", type=number(UNIT_INTERVAL), default=0.95,
                    help="weight of CE in lambda*CE + (1-lambda)*MSE")
-    p.add_argument("--seed", type=seed, default=42)
+    p.add_argument("--seed", type=seed, default=42, help="seed of initialisation and batch order")
     add_censoring_arg(p)
 
 
@@ -40,7 +40,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("train-egtp", help="train static soft-label heads per pooling (EGTP ablation)")
     _add_common(p)
     _add_training(p, epochs=60, batch=16)
-    p.add_argument("--pooling", default="all", choices=["egtp", "mean", "max", "last", "all"])
+    p.add_argument("--pooling", default="all", choices=["egtp", "mean", "max", "last", "all"],
+                   help="pooling of the prompt's states: egtp (entropy-weighted mean, the EGTP paper's), mean, max, "
+                        "last token, or all four (the paper's pooling ablation)")
     p.set_defaults(func=run_train_egtp)
 
     p = subparsers.add_parser("train-plp", help="train the progressive remaining-length head (PLP)")
@@ -55,7 +57,7 @@ def register(subparsers) -> None:
                    help="layer of the attributed states; below --layer the gradient runs through the "
                         "target's layers (needs the model), equal to --layer only through the pooling")
     p.add_argument("--heads", default="egtp,mean", help="static heads to attribute (trained by train-egtp)")
-    p.add_argument("--bootstrap", type=positive_int, default=1000)
+    p.add_argument("--bootstrap", type=positive_int, default=1000, help="bootstrap resamples of the CIs")
     p.add_argument("--evidence", action="store_true",
                    help="the reviewer's test instead: a learned attention-pooling head (no entropy in its path) "
                         "beside the mean and EGTP heads, every importance measure x control with CIs, the "

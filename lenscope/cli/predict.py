@@ -14,8 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "predict", help="predict the answer length of new prompts with a shipped (or stored) predictor",
-        description="Predict how many tokens the target model will answer to each prompt, before it answers. "
-                    f"Predictors: {catalog_text()}.")
+        description="Predict how many tokens the target model will answer to each prompt, before it answers.\n\n"
+                    "Predictors (--predictor), each with its source:\n  " + catalog_text("\n  "))
     p.add_argument("--prompts", required=True, type=Path,
                    help="JSON lines with 'prompt' (and optional 'id'), a CSV with a 'prompt' column, or plain text "
                         "with one prompt a line")

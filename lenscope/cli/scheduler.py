@@ -21,6 +21,7 @@ from lenscope.analysis.scheduler.registry import (
 from lenscope.analysis.scheduler.traces import TIME_UNITS
 from lenscope.cli._common import (
     PhaseBars,
+    add_output_args,
     add_ray_args,
     number,
     numbers,
@@ -28,6 +29,8 @@ from lenscope.cli._common import (
     positive_int,
     ray_options,
     seed,
+    shows_text,
+    write_data,
 )
 from lenscope.models.numbers import SEED
 
@@ -42,8 +45,10 @@ def register(subparsers) -> None:
     p.add_argument("--qps", type=number(QPS), help="re-time arrivals as a Poisson process at this rate")
     add_cluster_args(p)
     add_predictor_args(p)
-    p.add_argument("--short-quantile", type=number(SHORT_QUANTILE), default=0.5)
-    p.add_argument("--out", type=output_file, help="write per-request latencies (with --sweep: the table) to this CSV")
+    add_short_quantile_arg(p)
+    add_output_args(p, "the per-request latencies (with --sweep: the grid's table)",
+                    "the summary: latency percentiles of all, short and long requests, throughput, the cluster and "
+                    "predictor (with --sweep: the grid's table)")
     p.add_argument("--no-cache", action="store_true", help="recompute even if the store has the result")
     add_sweep_args(p)
     p.set_defaults(func=run)
@@ -55,12 +60,14 @@ def register(subparsers) -> None:
                    "prediction column (predicted_tokens, predicted_length, predicted, prediction; or predicted_class, "
                    "predicted_bucket, class, bucket for class indices, or any with --classes)")
     _add_predictions_args(e)
+    add_output_args(e, "the confusion counts (rows: true-length bucket, columns: predicted)",
+                    "n, MAE and Kendall tau with their 95%% CIs, and the confusion counts")
     e.set_defaults(func=evaluate)
 
     c = subparsers.add_parser("calibrate-cost", help="fit the simulator's cost model to a latency profile")
     c.add_argument("--profile", type=Path, required=True, help="Splitwise-style perf model CSV")
     c.add_argument("--model", help="model name in the profile (omit to list configurations)")
-    c.add_argument("--hardware")
+    c.add_argument("--hardware", help="hardware name in the profile (with --model)")
     c.add_argument("--tp", type=positive_int, help="tensor parallel degree")
     c.add_argument("--out", type=output_file, help="write the fitted cost model as JSON")
     c.set_defaults(func=calibrate)
@@ -73,7 +80,8 @@ def add_sweep_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sweep", action="store_true", help="simulate a grid and print one table")
     g.add_argument("--sweep-qps", type=numbers(QPS), default=[], metavar="Q1,Q2,...",
                    help="offered loads (Poisson arrivals)")
-    g.add_argument("--policies", default="rr+fcfs,rr+sjf,lb+sjf", metavar="DISPATCH+QUEUE,...")
+    g.add_argument("--policies", default="rr+fcfs,rr+sjf,lb+sjf", metavar="DISPATCH+QUEUE,...",
+                   help="dispatch+queue policy pairs (see --dispatch and --queue)")
     g.add_argument("--predictors", default="", metavar="KIND,...",
                    help="predictor kinds (default: --predictor); their parameters come from the predictor options")
     g.add_argument("--maes", type=numbers(NOISE_MAE), default=[], metavar="M1,M2,...",
@@ -86,8 +94,9 @@ def add_sweep_args(p: argparse.ArgumentParser) -> None:
 def add_trace_args(p: argparse.ArgumentParser) -> None:
     """Where the trace comes from and how it is read and filtered."""
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--trace", type=Path, help="trace file: CSV (Azure 2023/2024, BurstGPT, LLMServingSim, "
-                     "arrival,prompt_tokens,output_tokens) or Mooncake JSON lines; others with --columns")
+    src.add_argument("--trace", type=Path, help="trace file: CSV (Azure 2023/2024, BurstGPT, LLMServingSim, Vidur, "
+                     "arrival,prompt_tokens,output_tokens), Mooncake JSON lines, or a vLLM / SGLang benchmark result "
+                     "(JSON / JSON lines with input_lens, output_lens); others with --columns")
     src.add_argument("--dataset", help="use the app's runs of this dataset (needs --qps; censored runs left out)")
     p.add_argument("--columns", help="read --trace (CSV or JSON lines) through this column mapping: "
                    "arrival=COL,prompt=COL,output=COL[,hash_ids=COL][,predicted=COL]")
@@ -96,8 +105,8 @@ def add_trace_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", choices=["test", "all"], default="test",
                    help="runs of --dataset to replay: test (default; out of sample for every trained predictor) or "
                         "all (oracle and constant predictors only)")
-    p.add_argument("--max-prompt-tokens", type=positive_int)
-    p.add_argument("--first-n", type=positive_int)
+    p.add_argument("--max-prompt-tokens", type=positive_int, help="leave out requests with longer prompts")
+    p.add_argument("--first-n", type=positive_int, help="replay only the first N requests (after the filter)")
 
 
 def add_cluster_args(p: argparse.ArgumentParser, policies: bool = True) -> None:
@@ -106,11 +115,17 @@ def add_cluster_args(p: argparse.ArgumentParser, policies: bool = True) -> None:
     def field(name: str):
         return number(CONFIG_RANGES[name])
 
-    p.add_argument("--mode", choices=MODES, default="disaggregated")
-    p.add_argument("--n-prefill", type=field("n_prefill"), default=1)
-    p.add_argument("--n-decode", type=field("n_decode"), default=3)
-    p.add_argument("--batching", choices=BATCHING, default="continuous")
-    p.add_argument("--max-batch-size", type=field("max_batch_size"), default=256)
+    p.add_argument("--mode", choices=MODES, default="disaggregated",
+                   help="disaggregated: prefill and decode on separate instances (KV cache moved between them); "
+                        "colocated: each instance does both")
+    p.add_argument("--n-prefill", type=field("n_prefill"), default=1, help="prefill instances (disaggregated mode)")
+    p.add_argument("--n-decode", type=field("n_decode"), default=3,
+                   help="decode instances (colocated mode: instances)")
+    p.add_argument("--batching", choices=BATCHING, default="continuous",
+                   help="continuous: requests join and leave the running batch every iteration; static: a batch runs "
+                        "until its longest request ends")
+    p.add_argument("--max-batch-size", type=field("max_batch_size"), default=256,
+                   help="requests decoded at once per instance")
     p.add_argument("--kv-capacity", type=field("kv_capacity_tokens"), default=262_144,
                    help="KV-cache tokens per decode instance")
     if policies:
@@ -140,7 +155,9 @@ def add_cluster_args(p: argparse.ArgumentParser, policies: bool = True) -> None:
 
 def add_predictor_args(p: argparse.ArgumentParser) -> None:
     """The predictor the policies see, the cost model and the seed."""
-    p.add_argument("--predictor", choices=PREDICTORS.names(), default="oracle", help=PREDICTORS.describe())
+    p.add_argument("--predictor", choices=PREDICTORS.names(), default="oracle",
+                   help="the length predictor the policies see (default: %(default)s):\n"
+                        + "\n".join(f"  {name}: {PREDICTORS.description(name)}" for name in PREDICTORS.names()))
     for name, option in predictor_options().items():  # every kind's options, one flag each (read by spec_from)
         if option.flag is not None:
             file = option.source in FLAG_TYPES
@@ -150,7 +167,14 @@ def add_predictor_args(p: argparse.ArgumentParser) -> None:
                            help=f"{option.help} (with --predictor {' or '.join(kinds_taking(name))})")
     _add_predictions_args(p)
     p.add_argument("--cost-json", type=Path, help="cost model from `lenscope calibrate-cost --out`")
-    p.add_argument("--seed", type=seed, default=0)
+    p.add_argument("--seed", type=seed, default=0, help="seed of arrivals (--qps), noise and draws")
+
+
+def add_short_quantile_arg(p: argparse.ArgumentParser) -> None:
+    """``--short-quantile``: where short requests end and long ones begin, for the per-group latencies."""
+    p.add_argument("--short-quantile", type=number(SHORT_QUANTILE), default=0.5,
+                   help="requests with an output length up to this quantile of the trace's count as short (their "
+                        "latencies reported apart)")
 
 
 def _add_predictions_args(parser: argparse.ArgumentParser) -> None:
@@ -292,11 +316,10 @@ def run_sweep(args: argparse.Namespace, store, config) -> int:
     finally:
         bars.close()
     table = grid_table(grid, outcomes)
-    print(f"{len(table)} points ({sum(o.cached for o in outcomes)} from the store), {len(trace)} requests each")
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    if args.out:
-        table.to_csv(args.out, index=False)
-        print(f"sweep table -> {args.out}")
+    if shows_text(args):
+        print(f"{len(table)} points ({sum(o.cached for o in outcomes)} from the store), {len(trace)} requests each")
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    write_data(args, table, what="sweep table")
     return 0
 
 
@@ -317,16 +340,19 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bars.close()
     s = outcome.summary
-    print(f"{s['label']} | {spec.label()} | {len(trace)} requests{' (cached)' if outcome.cached else ''}")
-    for group in ("all", "short", "long"):
-        print(f"  {group:5s} e2e P50/P90/P99 s: " + " / ".join(f"{s[f'{group}_e2e_p{p}_s']:.2f}" for p in (50, 90, 99))
-              + f"   TTFT P99 {s[f'{group}_ttft_p99_s']:.3f} s   TPOT P50 {s[f'{group}_tpot_p50_s'] * 1e3:.1f} ms")
-    print(f"  throughput {s['throughput_tok_s']:.0f} tok/s, mean JCT {s['mean_jct_s']:.2f} s, "
-          f"padding {s['padding_ratio']:.3f}, preemptions {s['preemptions']}"
-          + (f", prefix cache hits {s['prefix_hit_rate']:.1%} of prompt tokens" if config.prefix_cache_tokens else ""))
-    if args.out:
-        outcome.requests.to_csv(args.out, index=False)
-        print(f"per-request latencies -> {args.out}")
+    if shows_text(args):
+        print(f"{s['label']} | {spec.label()} | {len(trace)} requests{' (cached)' if outcome.cached else ''}")
+        for group in ("all", "short", "long"):
+            print(f"  {group:5s} e2e P50/P90/P99 s: "
+                  + " / ".join(f"{s[f'{group}_e2e_p{p}_s']:.2f}" for p in (50, 90, 99))
+                  + f"   TTFT P99 {s[f'{group}_ttft_p99_s']:.3f} s   TPOT P50 {s[f'{group}_tpot_p50_s'] * 1e3:.1f} ms")
+        print(f"  throughput {s['throughput_tok_s']:.0f} tok/s, mean JCT {s['mean_jct_s']:.2f} s, "
+              f"padding {s['padding_ratio']:.3f}, preemptions {s['preemptions']}"
+              + (f", prefix cache hits {s['prefix_hit_rate']:.1%} of prompt tokens" if config.prefix_cache_tokens
+                 else ""))
+    document = {"cluster": s["label"], "predictor": spec.label(), "requests": len(trace), "cached": outcome.cached,
+                "short_quantile": args.short_quantile, "summary": s}
+    write_data(args, outcome.requests, document, what="per-request latencies")
     return 0
 
 
@@ -334,18 +360,28 @@ def evaluate(args: argparse.Namespace) -> int:
     from lenscope.store.store import Store
 
     imported, lines = _read_predictions(args, args.path, Store())
-    pairs = imported.pairs
+    pairs, evaluation = imported.pairs, imported.evaluation
     kind = ("token lengths" if not pairs.classes else "class indices, ranks only" if pairs.bucket_edges is None
             else "class indices, bucket midpoints for MAE")
-    print(f"{args.path.name}: predictions as {kind}")
-    for line in lines:
-        print(f"  {line}")
-    print("  confusion (rows: true-length bucket, columns: predicted):")
-    print("\n".join(f"    {row}" for row in imported.evaluation.confusion.to_string().splitlines()))
-    options = "".join(f" --{flag} {value}" for flag, value in [("prediction-columns", args.prediction_columns),
-                                                                  ("bucket-edges", args.bucket_edges)] if value)
-    print(f"  simulate with it: python -m lenscope simulate --trace ... --predictor empirical --predictions "
-          f"{args.path}{' --classes' if args.classes else ''}{options}")
+    if shows_text(args):
+        print(f"{args.path.name}: predictions as {kind}")
+        for line in lines:
+            print(f"  {line}")
+        print("  confusion (rows: true-length bucket, columns: predicted):")
+        print("\n".join(f"    {row}" for row in evaluation.confusion.to_string().splitlines()))
+        options = "".join(f" --{flag} {value}" for flag, value in [("prediction-columns", args.prediction_columns),
+                                                                      ("bucket-edges", args.bucket_edges)] if value)
+        print(f"  simulate with it: python -m lenscope simulate --trace ... --predictor empirical --predictions "
+              f"{args.path}{' --classes' if args.classes else ''}{options}")
+
+    def estimate(e) -> dict | None:
+        return None if e is None else {"value": e.value, "lo": e.lo, "hi": e.hi}
+
+    confusion = evaluation.confusion.rename_axis(index="true length", columns=None).reset_index()
+    document = {"file": args.path.name, "predictions": kind, "n": evaluation.n, "mae": estimate(evaluation.mae),
+                "kendall_tau": estimate(evaluation.kendall_tau), "n_boot": evaluation.n_boot,
+                "warning": pairs.class_index_warning(), "confusion": confusion}
+    write_data(args, confusion, document, what="confusion counts")
     return 0
 
 

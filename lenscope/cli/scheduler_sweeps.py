@@ -6,21 +6,24 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.analysis.scheduler.engine import QPS, SHORT_QUANTILE
+from lenscope.analysis.scheduler.engine import QPS
 from lenscope.analysis.scheduler.traces import WORKLOADS
 from lenscope.cli._common import (
     PhaseBars,
+    add_output_args,
     add_ray_args,
     non_negative_int,
     number,
     numbers,
-    output_file,
     positive_int,
     ray_options,
+    shows_text,
+    write_data,
 )
 from lenscope.cli.scheduler import (
     add_cluster_args,
     add_predictor_args,
+    add_short_quantile_arg,
     add_trace_args,
     config_from,
     cost_from,
@@ -39,8 +42,9 @@ def register(subparsers) -> None:
                    "1.5 times the cluster's estimated capacity for this trace)")
     add_cluster_args(p, policies=False)
     add_predictor_args(p)
-    p.add_argument("--short-quantile", type=number(SHORT_QUANTILE), default=0.5)
-    p.add_argument("--out", type=output_file, help="write the sweep table to this CSV")
+    add_short_quantile_arg(p)
+    add_output_args(p, "the sweep table (one row per policy and QPS)",
+                    "the sweep table's rows and, per policy, the lowest QPS that saturated it")
     add_ray_args(p, "simulate the sweep's points")
     p.set_defaults(func=run, qps=None, dispatch="rr", queue="fcfs")
 
@@ -57,7 +61,9 @@ def register(subparsers) -> None:
     o.add_argument("--workload", choices=WORKLOADS, default="uniform", help="draw the requests uniformly, or "
                    "decode-bound: in proportion to their output length (default uniform)")
     add_predictor_args(o)
-    o.add_argument("--short-quantile", type=number(SHORT_QUANTILE), default=0.5)
+    add_short_quantile_arg(o)
+    add_output_args(o, "per predictor and policy pair, each metric's mean over seeds with its 95%% t interval",
+                    "the same summary, every seed's metrics and how the workload was built")
     o.set_defaults(func=run_preset)
 
 
@@ -87,17 +93,20 @@ def run(args: argparse.Namespace) -> int:
                           ray_options(args))
     finally:
         bars.close()
-    print(f"{len(trace)} requests | {spec.label()} | cluster {base.label().split(' ', 1)[1]}")
-    table = sweep[["policy", "qps", "mean_jct_s", "all_e2e_p50_s", "all_e2e_p99_s", "short_e2e_p99_s",
-                   "all_ttft_p99_s", "throughput_tok_s", "backlog_growth", "served_fraction", "saturated"]]
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    print(f"saturated: the last quarter of arrivals finds > {SATURATION_GROWTH:g} x as many requests in the system as "
-          f"the second quarter, and the served rate is < {SATURATION_SERVED:g} x the offered one")
-    for line in saturation_text(saturation_points(sweep), qps_values):
-        print(f"  {line}")
-    if args.out:
-        sweep.to_csv(args.out, index=False)
-        print(f"sweep table -> {args.out}")
+    cluster = base.label().split(" ", 1)[1]
+    points = saturation_points(sweep)
+    if shows_text(args):
+        print(f"{len(trace)} requests | {spec.label()} | cluster {cluster}")
+        table = sweep[["policy", "qps", "mean_jct_s", "all_e2e_p50_s", "all_e2e_p99_s", "short_e2e_p99_s",
+                       "all_ttft_p99_s", "throughput_tok_s", "backlog_growth", "served_fraction", "saturated"]]
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        print(f"saturated: the last quarter of arrivals finds > {SATURATION_GROWTH:g} x as many requests in the "
+              f"system as the second quarter, and the served rate is < {SATURATION_SERVED:g} x the offered one")
+        for line in saturation_text(points, qps_values):
+            print(f"  {line}")
+    document = {"requests": len(trace), "predictor": spec.label(), "cluster": cluster, "qps": qps_values,
+                "saturates_at_qps": points, "rows": sweep}
+    write_data(args, sweep, document, what="sweep table")
     return 0
 
 
@@ -132,10 +141,16 @@ def run_preset(args: argparse.Namespace) -> int:
                                 constant)
     finally:
         bars.close()
-    print(f"OUTLETS preset | {spec.label()} | {args.workload} workload: {preset.note}")
-    print(f"references on the same requests and arrivals: oracle (the true lengths) and constant {constant:g} "
-          f"({source})")
-    print(format_seed_table(preset_seed_table(preset.per_seed)).to_string(index=False))
-    print(f"means over seeds [95% Student-t interval over n = {seeds} seeds]; changes and shares of the oracle's "
-          "cut paired by seed")
+    summary = preset_seed_table(preset.per_seed)
+    if shows_text(args):
+        print(f"OUTLETS preset | {spec.label()} | {args.workload} workload: {preset.note}")
+        print(f"references on the same requests and arrivals: oracle (the true lengths) and constant {constant:g} "
+              f"({source})")
+        print(format_seed_table(summary).to_string(index=False))
+        print(f"means over seeds [95% Student-t interval over n = {seeds} seeds]; changes and shares of the oracle's "
+              "cut paired by seed")
+    document = {"predictor": spec.label(), "workload": args.workload, "note": preset.note, "seeds": seeds,
+                "constant_length": constant, "constant_source": source,  # the references: it and the oracle
+                "summary": summary, "per_seed": preset.per_seed}
+    write_data(args, summary, document, what="preset table")
     return 0

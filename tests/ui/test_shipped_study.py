@@ -3,6 +3,8 @@ such with the command that rebuilds them, and the starter study stays offered as
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from lenscope.jobs.study.shipped import shipped_study
@@ -72,6 +74,26 @@ def test_without_shipped_results_pages_offer_the_starter_study(data_dir, no_ship
     assert [b.label for b in at.button] == ["Run the starter study"]
 
 
+def test_home_opens_on_the_tour_cards_with_whole_numbers_and_cis(data_dir, monkeypatch):
+    """Each card shows its number whole and its interval whole on a second line (st.metric and narrow headings
+    cut them to "0.387 [..."); the home page runs as the navigation's default page."""
+    from lenscope.jobs.study.tour import tour
+
+    def no_model(*args, **kwargs):
+        raise ValueError("no model in this test")
+
+    monkeypatch.setattr("lenscope.app.widgets.get_target", no_model)  # the home page goes on without one
+    at = open_page("app.py").run()
+    assert not at.exception
+    assert at.title[0].value == "lenscope"
+    cards = [m.value for m in at.markdown if "font-size:1.75rem" in m.value]
+    stops = [s for s in tour(shipped_study()) if s.value is not None]
+    assert len(cards) == 5 and len(stops) >= 3
+    for stop in stops:
+        assert any(stop.number in card and stop.interval in card for card in cards), stop.title
+        assert stop.interval.startswith("95% CI [") and stop.value == f"{stop.number} {stop.interval[7:]}"
+
+
 BROWSER_PAGES = {  # path -> (heading, a text of the shipped study the page shows before any button)
     "": ("lenscope", "Guided tour: the 3,014-run study (shipped results)"),
     "Token_entropy": ("Token entropy", "Length predictors shipped with lenscope"),
@@ -79,9 +101,35 @@ BROWSER_PAGES = {  # path -> (heading, a text of the shipped study the page show
     "Remaining_length": ("Remaining length (PLP)", LABEL),
     "Pooling_ablation": ("Pooling ablation", LABEL),
     "Drafter_vs_target": ("Drafter vs target", LABEL),
-    "Scheduler_playground": ("Scheduler playground", "The study (shipped results): the drafter"),
+    "Scheduler_playground": ("Scheduler playground", "Short-request P99: "),
     "Results": ("Results", LABEL),
 }
+
+
+DATA = ('[data-testid="stDataFrame"], [data-testid="stPlotlyChart"], [data-testid="stMetric"], '
+        '[data-testid="stTable"], [data-testid="stVegaLiteChart"], .tour-number')
+
+
+def first_screen_data(page, timeout_s: float = 30) -> bool:
+    """Whether a table, chart or metric shows within the first screen (the viewport, not scrolled), waiting up to
+    ``timeout_s`` for it to be drawn."""
+    height = page.viewport_size["height"]
+    deadline = time.time() + timeout_s
+    while True:
+        if page.locator(DATA).evaluate_all(f"els => els.some(e => {{ const r = e.getBoundingClientRect(); "
+                                           f"return r.height > 0 && r.top < {height} && r.bottom > 0; }})"):
+            return True
+        if time.time() > deadline:
+            return False
+        time.sleep(0.5)
+
+
+def cut_metrics(page) -> list[str]:
+    """The texts of metric values and tour-card numbers that do not fit their box (shown with an ellipsis)."""
+    return page.locator('[data-testid="stMetricValue"], [data-testid="stMetricValue"] *, .tour-number, '
+                        '.tour-interval').evaluate_all(
+        "els => els.filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).textOverflow === 'ellipsis'"
+        " || e.innerText.trim().endsWith('…')).map(e => e.innerText)")
 
 
 @pytest.mark.model  # the home, Token entropy and Drafter pages load the embedded model
@@ -94,9 +142,14 @@ def test_browser_fresh_clone_opens_on_the_study_and_predicts_a_typed_prompt(fres
         page.get_by_role("heading", name=heading).first.wait_for(timeout=180_000)
         page.get_by_text(shipped_text).first.wait_for(timeout=180_000)
         settle(page)
+        links = page.locator('[data-testid="stSidebarNav"] a')  # Home first (not "app"), every page listed
+        first = links.first.inner_text().split()  # its icon's name ("home"), then its label
+        assert first[-1] == "Home" and "app" not in first and links.count() == len(BROWSER_PAGES), path
         assert page.locator('[data-testid="stException"]').count() == 0, path
         if path != "Drafter_vs_target":  # its "Your store" part below the study offers to train one
             assert page.get_by_text("No dataset in the store yet").count() == 0, path
+        assert first_screen_data(page), f"{path}: no table, chart or metric on the first screen"
+        assert cut_metrics(page) == [], f"{path}: metrics cut short"
         page.screenshot(path=str(ARTIFACTS / f"shipped_{path.lower() or 'home'}.png"), full_page=True)
 
     page.goto(f"{fresh_server}/Token_entropy", timeout=120_000)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from safetensors.torch import load_file, save_file
 
+from lenscope.analysis.baselines import PAPERS
 from lenscope.analysis.core.metrics import prediction_metrics
 from lenscope.jobs.drafter.training import drafter_name, probe_name
 from lenscope.jobs.egtp.heads import DEFAULT_LAYER, PLP_KIND, STATIC_KIND, predictor_name
@@ -39,19 +40,27 @@ REBUILD = "python -m lenscope study --size full"
 PROMPT_BASELINES = tuple(b for b in BASELINES if b != "pia")  # PiA generates an answer to predict: not shipped
 
 
+# Where the catalog's own predictors come from (the baselines' papers are in lenscope.analysis.baselines.PAPERS).
+EGTP_PAPER = "EGTP: 'Predicting LLM Output Length via Entropy-Guided Representations', ICLR 2026"
+OUTLETS_PAPER = "OUTLETS: 'Output-Length Prediction from Speculative Decoding Backbones', arXiv:2609.01068"
+
+
 @dataclass(frozen=True)
 class CatalogEntry:
-    """One short predictor name: its store kind, the store name it has on a dataset, and what it is."""
+    """One short predictor name: its store kind, the store name it has on a dataset, what it is and its source (the
+    paper it comes from; the CLI's help and the UI show both)."""
 
     name: str
     kind: str
     store_name: Callable[[str], str]
     description: str
+    source: str = ""
 
 
 def _static(pooling: str, words: str) -> CatalogEntry:
     return CatalogEntry(pooling, STATIC_KIND, lambda d: predictor_name(STATIC_KIND, d, DEFAULT_LAYER, pooling),
-                        f"static soft-label head on {words} of the prompt's layer-{DEFAULT_LAYER} states (EGTP paper)")
+                        f"static soft-label head on {words} of the prompt's layer-{DEFAULT_LAYER} states (EGTP paper)",
+                        EGTP_PAPER + (" (its pooling ablation)" if pooling != "egtp" else ""))
 
 
 CATALOG: dict[str, CatalogEntry] = {e.name: e for e in (
@@ -60,21 +69,25 @@ CATALOG: dict[str, CatalogEntry] = {e.name: e for e in (
     _static("max", "the element-wise max"),
     _static("last", "the last token"),
     CatalogEntry("plp", PLP_KIND, lambda d: predictor_name(PLP_KIND, d, DEFAULT_LAYER),
-                 "progressive remaining-length head (PLP), here at step 0: the prompt alone"),
+                 "progressive remaining-length head (PLP), here at step 0: the prompt alone", EGTP_PAPER),
     CatalogEntry("probe", "probe", lambda d: probe_name(d, PROBE_LAYER, "regression"),
-                 f"MLP probe on the target's layer-{PROBE_LAYER} state at the prompt's last token (OUTLETS' baseline)"),
+                 f"MLP probe on the target's layer-{PROBE_LAYER} state at the prompt's last token (OUTLETS' baseline)",
+                 OUTLETS_PAPER + " (its probe baseline)"),
     CatalogEntry("drafter", "drafter", lambda d: drafter_name(d, "outlets"),
-                 "OUTLETS drafter's length head after the prompt and the target's greedy first token"),
-    *(CatalogEntry(b, BASELINE_KIND, lambda d, b=b: baseline_name(b, d), DESCRIPTIONS[b]) for b in PROMPT_BASELINES),
+                 "OUTLETS drafter's length head after the prompt and the target's greedy first token", OUTLETS_PAPER),
+    *(CatalogEntry(b, BASELINE_KIND, lambda d, b=b: baseline_name(b, d), DESCRIPTIONS[b], PAPERS[b])
+      for b in PROMPT_BASELINES),
     CatalogEntry("constant", "constant", lambda d: f"constant:{d}",
-                 "the training runs' median length for every prompt (the reference every predictor must beat)"),
+                 "the training runs' median length for every prompt (the reference every predictor must beat)",
+                 "lenscope's reference"),
 )}
 SOFT_LABEL_KINDS = (STATIC_KIND, PLP_KIND)
 
 
-def catalog_text() -> str:
-    """One line a predictor, for help texts."""
-    return "; ".join(f"{e.name}: {e.description}" for e in CATALOG.values())
+def catalog_text(separator: str = "; ") -> str:
+    """One line a predictor (what it is, and its source), for help texts."""
+    return separator.join(f"{e.name}: {e.description}" + (f" [{e.source}]" if e.source else "")
+                          for e in CATALOG.values())
 
 
 def entry(name: str) -> CatalogEntry:

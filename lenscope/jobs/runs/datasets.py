@@ -102,3 +102,61 @@ def predictor_fresh(store: Store, name: str, dataset: str, include_censored: boo
         return False
     counts = (predictors.loc[name, "metrics"] or {}).get("n") or {}
     return sum(counts.values()) == len(dataset_runs(store, dataset, include_censored))
+
+
+# --- listings (``lenscope datasets``, ``lenscope predictors``): read only ---------------------------------------------
+
+HEADLINE_METRICS = ("static_mae", "static_mae_lo", "static_mae_hi", "dynamic_mae", "kendall_tau", "eval_split",
+                    "n_runs")
+
+
+def datasets_overview(store: Store) -> pd.DataFrame:
+    """One row per dataset of the store, by name: ``dataset``, ``runs``, ``finished``, ``censored`` (hit the token
+    cap), ``model`` (the spec its model was loaded from), ``scenarios`` ({scenario: runs}) and ``created``."""
+    from sqlalchemy import func, select
+
+    from lenscope.store.schema import Dataset, DatasetRun, ModelRecord, Run
+
+    with store.session() as s:
+        datasets = s.execute(select(Dataset.id, Dataset.name, ModelRecord.source, Dataset.created)
+                             .join(ModelRecord, ModelRecord.id == Dataset.model_id, isouter=True)
+                             .order_by(Dataset.name)).all()
+        counts = s.execute(select(DatasetRun.dataset_id, DatasetRun.scenario, Run.finished, func.count())
+                           .join(Run, Run.id == DatasetRun.run_id)
+                           .group_by(DatasetRun.dataset_id, DatasetRun.scenario, Run.finished)).all()
+    rows = []
+    for dataset_id, name, model, created in datasets:
+        mine = [(scenario, bool(finished), int(n)) for d, scenario, finished, n in counts if d == dataset_id]
+        scenarios: dict[str, int] = {}
+        for scenario, _, n in sorted(mine):
+            scenarios[scenario] = scenarios.get(scenario, 0) + n
+        finished = sum(n for _, done, n in mine if done)
+        runs = sum(n for *_, n in mine)
+        rows.append({"dataset": name, "runs": runs, "finished": finished, "censored": runs - finished,
+                     "model": model, "scenarios": scenarios, "created": created})
+    return pd.DataFrame(rows, columns=["dataset", "runs", "finished", "censored", "model", "scenarios", "created"])
+
+
+def predictors_overview(store: Store) -> pd.DataFrame:
+    """One row per trained predictor of the store, by id: ``predictor_id``, ``name``, ``kind``, ``dataset``,
+    ``model`` (the predictor's, else its dataset's), ``created`` and the headline metrics of its evaluation
+    (:data:`HEADLINE_METRICS`; static MAE with its 95% CI, dynamic MAE, Kendall tau, on ``eval_split``; missing
+    ones are None)."""
+    from sqlalchemy import func, select
+
+    from lenscope.store.schema import Dataset, ModelRecord, PredictorRecord
+
+    with store.session() as s:
+        rows = s.execute(select(PredictorRecord.id, PredictorRecord.name, PredictorRecord.kind, Dataset.name,
+                                ModelRecord.source, PredictorRecord.created, PredictorRecord.metrics)
+                         .join(Dataset, Dataset.id == PredictorRecord.dataset_id, isouter=True)
+                         .join(ModelRecord, ModelRecord.id == func.coalesce(PredictorRecord.model_id,
+                                                                             Dataset.model_id), isouter=True)
+                         .order_by(PredictorRecord.id)).all()
+    out = []
+    for pid, name, kind, dataset, model, created, metrics in rows:
+        metrics = metrics or {}
+        out.append({"predictor_id": pid, "name": name, "kind": kind, "dataset": dataset, "model": model,
+                    **{key: metrics.get(key) for key in HEADLINE_METRICS}, "created": created})
+    return pd.DataFrame(out, columns=["predictor_id", "name", "kind", "dataset", "model", *HEADLINE_METRICS,
+                                      "created"])

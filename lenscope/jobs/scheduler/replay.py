@@ -16,6 +16,7 @@ from lenscope.analysis.core.metrics import ci_text
 from lenscope.analysis.core.progress import Progress, no_progress
 from lenscope.analysis.papers import OUTLETS_SERVING
 from lenscope.analysis.results.leaderboard import constant_predictions
+from lenscope.analysis.scheduler.bottleneck import StageReading, compare_sentence, read_stages
 from lenscope.analysis.scheduler.cost_model import DEFAULT_COST, Calibration, fit_cost_model, profile_configs
 from lenscope.analysis.scheduler.engine import BATCHING, MODES, QPS, SimConfig, simulate
 from lenscope.analysis.scheduler.external_predictions import predictions_format
@@ -49,15 +50,15 @@ from lenscope.store.settings import SHIPPED_DATA
 from lenscope.store.store import Store
 
 __all__ = [  # the registries and trace helpers the app and CLI read from here, and this module's own API
-    "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "EMPIRICAL_BUCKETS", "ImportedPredictions", "MODES",
-    "Outcome", "PREDICTORS", "PREFILL_QUEUE_POLICIES", "PRESET_SEEDS", "PredictorSpec",
-    "PresetOutcome", "QUEUE_POLICIES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "TIME_UNITS",
+    "BATCHING", "DEFAULT_COST", "DISPATCH_POLICIES", "EMPIRICAL_BUCKETS", "ImportedPredictions", "MODES", "OPENING",
+    "Opening", "Outcome", "PREDICTORS", "PREFILL_QUEUE_POLICIES", "PRESET_SEEDS", "PredictorSpec", "PresetOutcome",
+    "QUEUE_POLICIES", "SHIPPED_TRACES", "SPLITWISE_PROFILE", "SimConfig", "StageReading", "TIME_UNITS",
     "TraceFormat", "UnknownTraceFormat", "WORKLOADS", "builtin_trace_files", "check_out_of_sample",
-    "compare_table", "cost_model_options", "dataset_trace", "dispatch_choices", "filter_trace", "fit_cost_option",
-    "format_seed_table", "from_runs", "import_predictions", "load_trace_file", "noise_sweep", "outlets_configs",
-    "outlets_preset", "outlets_trace", "parse_maes", "poisson_retime", "predictions_format", "predictor_choices",
-    "preset_predictors", "preset_seed_table", "reference_rows", "run_simulation", "saturating_qps",
-    "short_p99_change", "training_median"]
+    "compare_sentence", "compare_table", "cost_model_options", "dataset_trace", "dispatch_choices", "filter_trace",
+    "fit_cost_option", "format_seed_table", "from_runs", "import_predictions", "load_trace_file", "noise_sweep",
+    "opening_trace", "outlets_configs", "outlets_preset", "outlets_trace", "parse_maes", "poisson_retime",
+    "predictions_format", "predictor_choices", "preset_predictors", "preset_seed_table", "reference_rows",
+    "run_simulation", "saturating_qps", "short_p99_change", "stage_capacity", "training_median"]
 
 SHIPPED_TRACES = SHIPPED_DATA / "traces"  # public traces and the Splitwise profile, sources in its README
 SPLITWISE_PROFILE = SHIPPED_TRACES / "splitwise_perf_model.csv"
@@ -131,7 +132,7 @@ def simulation_payload(trace: pd.DataFrame, predictor, config: SimConfig, short_
     lat = request_latencies(result, short_quantile)
     if len(lat) > MAX_STORED_REQUESTS:
         lat = lat.sample(n=MAX_STORED_REQUESTS, random_state=0).sort_values("rid")
-    return {"summary": {**summarize(result, short_quantile), "predictor": label},
+    return {"summary": {**summarize(result, short_quantile), **read_stages(result).to_summary(), "predictor": label},
             "requests": lat[REQUEST_COLUMNS].to_dict(orient="list"),
             "load": instance_load(result).to_dict(orient="list")}
 
@@ -174,12 +175,13 @@ def outlets_trace(trace: pd.DataFrame, qps: float = OUTLETS_SERVING["qps"], seed
     return poisson_retime(picked, qps, seed), note + ")"
 
 
-def saturating_qps(trace: pd.DataFrame, config: SimConfig, factor: float = 4.0) -> float:
-    """``factor`` times the cluster's estimated request capacity for this trace's mean lengths.
+def stage_capacity(trace: pd.DataFrame, config: SimConfig) -> tuple[float, float]:
+    """The cluster's estimated request capacity (requests per second) of its prefill and its decode stage for this
+    trace's mean lengths.
 
-    Decode capacity: every decode instance running full batches of the mean request (context = mean
-    prompt + half the mean output); prefill capacity: full prefill batches (token budget) of mean
-    prompts (colocated instances share both, so the two times add up)."""
+    Decode: every decode instance running full batches of the mean request (context = mean prompt + half the mean
+    output); prefill: full prefill batches (token budget) of mean prompts. Colocated instances share both, so the two
+    times add up and both numbers are the instances' combined capacity."""
     prompt, output = float(trace["prompt_tokens"].mean()), float(trace["output_tokens"].mean())
     size = config.max_batch_size
     step = config.cost.decode.step_s(size, size, size * (prompt + output / 2))
@@ -187,8 +189,48 @@ def saturating_qps(trace: pd.DataFrame, config: SimConfig, factor: float = 4.0) 
     per_batch = max(1.0, min(size, config.max_prefill_tokens / prompt))
     prefill_s = config.cost.prefill.step_s(per_batch * prompt, per_batch, 0) / per_batch
     if config.mode == "colocated":
-        return factor * config.n_decode / (decode_s + prefill_s)
-    return factor * min(config.n_decode / decode_s, config.n_prefill / prefill_s)
+        both = config.n_decode / (decode_s + prefill_s)
+        return both, both
+    return config.n_prefill / prefill_s, config.n_decode / decode_s
+
+
+def saturating_qps(trace: pd.DataFrame, config: SimConfig, factor: float = 4.0) -> float:
+    """``factor`` times the cluster's estimated request capacity for this trace's mean lengths (the smaller of its
+    stages' capacities, :func:`stage_capacity`)."""
+    return factor * min(stage_capacity(trace, config))
+
+
+@dataclass(frozen=True)
+class Opening:
+    """The playground's first-open example: a loaded, decode-bound cluster, chosen by measurement (README, *Scheduler
+    playground*). The first ``first_n`` requests of a shipped trace, Poisson arrivals at ``qps``, on ``n_prefill``
+    prefill + ``n_decode`` decode instances: about 1.1x the decode stage's estimated capacity, so requests queue for
+    decode slots and the order of that queue decides who waits."""
+
+    file: str = "AzureLLMInferenceTrace_conv.csv"
+    first_n: int = 2000
+    qps: float = 27.0
+    n_prefill: int = 2
+    n_decode: int = 1
+
+    def label(self) -> str:
+        return f"Loaded example: {self.file}, first {self.first_n:,} requests at {self.qps:g} QPS"
+
+    def note(self) -> str:
+        return (f"Loaded example: the first {self.first_n:,} requests of {self.file} with Poisson arrivals at "
+                f"{self.qps:g} QPS, meant for {self.n_prefill} prefill + {self.n_decode} decode instance(s) (the "
+                "cluster's defaults): the decode stage is the bottleneck.")
+
+
+OPENING = Opening()
+
+
+def opening_trace(opening: Opening = OPENING) -> pd.DataFrame:
+    """The trace of the first-open example (its note in ``attrs["notes"]``)."""
+    trace = filter_trace(load_trace_file(SHIPPED_TRACES / opening.file), first_n=opening.first_n)
+    trace = poisson_retime(trace, opening.qps)
+    trace.attrs["notes"] = [opening.note()]
+    return trace
 
 
 def outlets_configs(base: SimConfig = SimConfig()) -> list[SimConfig]:

@@ -27,6 +27,17 @@ class TourStop:
     detail: str
     paper: str
 
+    @property
+    def number(self) -> str:
+        """The card's headline: the number alone (``0.387``, ``-11.3``, ``+4.1%``), or a dash until it is measured."""
+        return "—" if self.value is None else self.value.partition(" [")[0]
+
+    @property
+    def interval(self) -> str:
+        """The number's interval as the card's second line (``95% CI [0.352, 0.421]``), empty without one."""
+        _, bracket, rest = (self.value or "").partition(" [")
+        return f"95% CI [{rest}" if bracket else ""
+
 
 def _claim(claims: list[dict], starts: str) -> dict | None:
     return next((c for c in claims if c["claim"].startswith(starts) and pd.notna(c["difference"])), None)

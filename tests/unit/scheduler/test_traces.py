@@ -236,3 +236,94 @@ def test_cli_simulate_reads_mooncake_burstgpt_and_mapped_traces(data_dir, tmp_pa
     assert main([*argv[:4], "arrival=t,prompt=in,output=zz"]) == 2
     assert "no column 'zz'" in capsys.readouterr().err
     assert main([*argv[:3], "--time-unit", "ms"]) == 2 and "--time-unit goes with --columns" in capsys.readouterr().err
+
+
+# -- Vidur and the serving benchmarks' result files (hand-written after their writers' field names) ---------------
+
+VIDUR = b"arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,374,44\n4.314579,396,109\n2.5,91,16\n"
+
+
+def _vllm_result(**changes) -> dict:
+    """A vLLM benchmark_serving.py --save-result file's keys (one JSON object; failed requests have output 0)."""
+    result = {"date": "20250101-120000", "backend": "vllm", "model_id": "m", "tokenizer_id": "m", "num_prompts": 4,
+              "request_rate": 2.0, "burstiness": 1.0, "max_concurrency": None, "duration": 3.2, "completed": 3,
+              "input_lens": [10, 20, 30, 40], "output_lens": [5, 0, 7, 8], "ttfts": [0.1, 0.0, 0.2, 0.3],
+              "itls": [[0.01], [], [0.02], [0.03]], "generated_texts": ["a", "", "b", "c"],
+              "errors": ["", "timeout", "", ""]}
+    return {**result, **changes}
+
+
+def _sglang_line(**changes) -> dict:
+    """One line of SGLang's bench_serving --output-file JSONL (--output-details: with the per-request arrays)."""
+    line = {"backend": "sglang", "dataset_name": "sharegpt", "request_rate": float("inf"), "max_concurrency": 8,
+            "duration": 1.5, "completed": 2, "input_lens": [3, 4], "output_lens": [1, 2], "ttfts": [0.1, 0.2],
+            "itls": [[], [0.01]], "generated_texts": ["x", "yz"], "errors": ["", ""]}
+    return {**line, **changes}
+
+
+def _json(record: dict, **dumps) -> bytes:
+    import json
+
+    return json.dumps(record, **dumps).encode()
+
+
+def test_vidur_trace_reads_without_a_mapping():
+    trace = load_trace_file(VIDUR)
+    assert trace.to_dict("list") == {"arrival_s": [0.0, 2.5, 4.314579], "prompt_tokens": [374, 91, 396],
+                                     "output_tokens": [44, 16, 109]}
+
+
+def test_vllm_result_arrivals_drawn_from_its_request_rate_and_failed_requests_left_out():
+    trace = load_trace_file(_json(_vllm_result()))
+    assert trace["prompt_tokens"].tolist() == [10, 30, 40] and trace["output_tokens"].tolist() == [5, 7, 8]
+    assert trace["arrival_s"].iloc[0] == 0 and trace["arrival_s"].is_monotonic_increasing
+    notes = trace.attrs["notes"]
+    assert "vLLM benchmark result" in notes[0] and "Poisson process at its request_rate 2 req/s (seed 0)" in notes[0]
+    assert notes[1] == "left out 1 failed request(s) ('output_lens' 0) of 4"
+    assert trace_hash(trace) == trace_hash(load_trace_file(_json(_vllm_result(), indent=2)))  # seeded; pretty JSON
+    gamma = load_trace_file(_json(_vllm_result(burstiness=0.5)))
+    assert "gamma process (burstiness 0.5)" in gamma.attrs["notes"][0]
+    flat = load_trace_file(_json(_vllm_result(request_rate="inf", max_concurrency=4)))
+    assert flat["arrival_s"].tolist() == [0.0, 0.0, 0.0]
+    assert "every request arrives at 0 s" in flat.attrs["notes"][0] and "max_concurrency 4" in flat.attrs["notes"][0]
+
+
+def test_vllm_result_with_start_times_replays_when_requests_were_due():
+    trace = load_trace_file(_json(_vllm_result(start_times=[100.0, 100.5, 101.0, 102.0], queue_times=[0, 0, 0.5, 0])))
+    assert trace["arrival_s"].tolist() == [0.0, 0.5, 2.0]
+    assert "start_times less queue_times" in trace.attrs["notes"][0]
+    sent = load_trace_file(_json(_vllm_result(start_times=[100.0, 100.5, 101.0, 102.0])))
+    assert sent["arrival_s"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_sglang_jsonl_reads_its_one_detailed_run():
+    summary = _json({k: v for k, v in _sglang_line().items() if k not in ("input_lens", "output_lens", "ttfts",
+                                                                            "itls", "generated_texts", "errors")})
+    trace = load_trace_file(summary + b"\n" + _json(_sglang_line()) + b"\n")
+    assert trace.to_dict("list") == {"arrival_s": [0.0, 0.0], "prompt_tokens": [3, 4], "output_tokens": [1, 2]}
+    assert trace.attrs["notes"][0].startswith("SGLang benchmark result (line 2 of 2): request_rate inf")
+    assert "max_concurrency 8 is not replayed" in trace.attrs["notes"][0]
+    poisson = load_trace_file(_json(_sglang_line(request_rate=4)))
+    assert "Poisson process at its request_rate 4 req/s" in poisson.attrs["notes"][0]
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (_json(_vllm_result(output_lens=[1, 2])), r"input_lens and output_lens of the same length \(got 4 and 2\)"),
+    (_json(_vllm_result(input_lens=["x", 1, 3, 2.5])), r"'input_lens' needs whole numbers.*at index 0, 3 \(2 rows\)"),
+    (_json(_vllm_result(request_rate=None)), "no arrival times .* no usable request_rate"),
+    (_json(_vllm_result(input_lens=[], output_lens=[])), "no requests"),
+    (_json({"backend": "vllm", "request_rate": 1, "duration": 2.0}), "no per-request lengths.*--save-detailed"),
+    (_json(_sglang_line()) + b"\n" + _json(_sglang_line()), r"2 SGLang benchmark runs \(lines 1, 2\).*sed -n 2p"),
+])
+def test_malformed_benchmark_results_are_refused_in_one_line(data, why):
+    with pytest.raises(ValueError, match=why) as err:
+        load_trace_file(data, name="bench.json")
+    assert str(err.value).startswith("trace file 'bench.json': ") and "\n" not in str(err.value)
+
+
+def test_benchmark_results_are_discovered_in_a_folder(tmp_path):
+    (tmp_path / "vllm-2qps.json").write_bytes(_json(_vllm_result()))
+    (tmp_path / "sglang.jsonl").write_bytes(_json(_sglang_line()) + b"\n")
+    (tmp_path / "vidur.csv").write_bytes(VIDUR)
+    (tmp_path / "config.json").write_text('{"not": "a trace"}')
+    assert [p.name for p in trace_files(tmp_path)] == ["sglang.jsonl", "vidur.csv", "vllm-2qps.json"]
