@@ -365,7 +365,14 @@ class PhaseBars:
         self.bar.total = total
         self.bar.update(done - self.bar.n)  # redraws only when tqdm's mininterval has passed
 
+    def __enter__(self) -> PhaseBars:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
+        """End the current phase: its last count drawn (terminal) or its end line printed (elsewhere)."""
         if self.bar is None:
             return
         if not self.terminal:

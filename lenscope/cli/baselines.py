@@ -55,12 +55,9 @@ def run(args: argparse.Namespace) -> int:
     config = BaselineConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, buckets=args.buckets,
                             trail_layer=args.trail_layer, ltr_loss=args.ltr_loss, seed=args.seed)
     target = load_target(args) if "pia" in chosen else None
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         results = train_baselines(Store(), args.dataset, chosen, target, config,
                                   include_censored=args.include_censored, on_progress=bars)
-    finally:
-        bars.close()
     for r in results:
         m = r.metrics
         print(f"{r.name}: {metrics_line(m)}, Kendall tau {m['kendall_tau']:.3f}")

@@ -69,11 +69,8 @@ def run_claims(args: argparse.Namespace) -> int:
 
     store, dataset, layer, probe_layer = _resolve(args)
     target = None if args.no_pia else load_target(args)
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         report = claims_report(store, dataset, layer, probe_layer, args.folds, args.seeds, target, on_progress=bars)
-    finally:
-        bars.close()
     counts = dataset_counts(store, dataset, include_censored=True)
     if shows_text(args):
         print(f"dataset {dataset!r}: {counts.caption()}; {args.folds}-fold grouped cross-validation, {args.seeds} "

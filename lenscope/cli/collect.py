@@ -114,11 +114,8 @@ def export(args: argparse.Namespace) -> int:
     from lenscope.jobs.runs.generations import export_generations
     from lenscope.store.store import Store
 
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         n = export_generations(Store(), args.dataset, args.out, on_progress=bars)
-    finally:
-        bars.close()
     print(f"wrote {n} generations of {args.dataset!r} to {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)")
     return 0
 
@@ -130,12 +127,9 @@ def import_(args: argparse.Namespace) -> int:
     if not args.path.is_file():
         raise FileNotFoundError(f"no generations file at {args.path}")
     target = load_target(args)
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         imported, known = import_generations(Store(), target, args.path, args.dataset,
                                              finished_only=args.finished_only, on_progress=bars)
-    finally:
-        bars.close()
     print(f"dataset {args.dataset!r}: {imported} runs imported with recomputed features, {known} already stored")
     return 0
 
@@ -168,13 +162,10 @@ def run(args: argparse.Namespace) -> int:
     store.check_dataset(args.dataset, target)  # a dataset of another model, a read-only store: one line, no bar
     settings = GenerationSettings(args.max_new_tokens, temperature, args.top_p, args.seed, args.system_prompt)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` (and background jobs, which ignore SIGINT) keep finished runs
-    bars = PhaseBars(prefix=f"collect {args.dataset}")
-    try:
+    with PhaseBars(prefix=f"collect {args.dataset}") as bars:
         report = collect_dataset(store, target, args.dataset, prompts, settings, samples,
                                  batch_size=args.batch_size, features=args.features, on_progress=bars,
                                  ray=ray_options(args))
-    finally:
-        bars.close()
     share = f", {report.finished}/{report.generated} ended with end-of-turn" if report.generated else ""
     print(f"dataset {args.dataset!r}: {len(report.run_ids)} runs "
           f"({report.generated} generated, {report.cached} from the cache{share}) in {_where(store)}")

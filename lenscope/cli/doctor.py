@@ -22,9 +22,8 @@ def run_doctor(args: argparse.Namespace) -> int:
     from lenscope.store.store import Store
 
     store = Store()
-    bars = PhaseBars()
-    check, done = doctor(store, fix=args.fix, regenerate=not args.no_regenerate, on_progress=bars)
-    bars.close()
+    with PhaseBars() as bars:
+        check, done = doctor(store, fix=args.fix, regenerate=not args.no_regenerate, on_progress=bars)
     print(f"store {store.url.split('@')[-1]}, tensors in {store.tensors.root}")
     for line in check.lines():
         print(f"  {line}")

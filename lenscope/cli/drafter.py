@@ -89,13 +89,10 @@ def run_drafter(args: argparse.Namespace) -> int:
     store = Store()
     dataset_runs(store, args.dataset)
     target = _common.load_target(args)
-    bars = _common.PhaseBars(prefix=f"train-drafter {args.variant}")
-    try:
+    with _common.PhaseBars(prefix=f"train-drafter {args.variant}") as bars:
         result = train_drafter_job(store, target, args.dataset, args.variant, args.epochs, args.lr,
                                    args.max_step, args.seed, include_censored=args.include_censored,
                                    ttt_steps=args.ttt_steps, draft_vocab_size=args.draft_vocab, on_progress=bars)
-    finally:
-        bars.close()
     _report(result)
     return 0
 
@@ -105,12 +102,9 @@ def run_probe(args: argparse.Namespace) -> int:
     from lenscope.store.store import Store
 
     _positive(args.epochs, "--epochs")
-    bars = _common.PhaseBars(prefix=f"train-probe L{args.layer}")
-    try:
+    with _common.PhaseBars(prefix=f"train-probe L{args.layer}") as bars:
         result = train_probe_job(Store(), args.dataset, args.layer, args.mode, args.epochs, args.max_step,
                                  args.seed, include_censored=args.include_censored, on_progress=bars)
-    finally:
-        bars.close()
     _report(result)
     return 0
 
@@ -121,12 +115,9 @@ def run_drafter_ablation(args: argparse.Namespace) -> int:
     from lenscope.store.store import Store
 
     _positive(args.epochs, "--epochs")
-    bars = _common.PhaseBars(prefix="drafter-ablation")
-    try:
+    with _common.PhaseBars(prefix="drafter-ablation") as bars:
         payload = drafter_ablation(Store(), args.dataset, args.layer, args.epochs, args.include_censored,
                                    on_progress=bars)
-    finally:
-        bars.close()
     maes, pairs = drafter_ablation_tables(payload)
     candidates = ", ".join(f"L{layer} {mae:.1f}" for layer, mae in payload["candidates"].items() if mae is not None)
     print(f"test split, steps 0-32, one training seed each; best single layer on validation: L{payload['best_layer']} "
@@ -143,12 +134,9 @@ def run_speculative(args: argparse.Namespace) -> int:
 
     store = Store()
     target = _common.load_target(args)
-    bars = _common.PhaseBars(prefix="speculative")
-    try:
+    with _common.PhaseBars(prefix="speculative") as bars:
         result = speculative_job(store, target, args.dataset, args.prompts, args.max_new_tokens, args.draft_steps,
                                  args.temperature, args.seed, on_progress=bars)
-    finally:
-        bars.close()
 
     def text(est: dict, digits: int = 2) -> str:
         return estimate_text(est, digits=digits, missing="n/a")

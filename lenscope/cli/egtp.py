@@ -85,12 +85,9 @@ def run_train_egtp(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)
     poolings = POOLINGS if args.pooling == "all" else (args.pooling,)
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         table = train_static(Store(), args.dataset, poolings, args.layer, args.alpha, _config(args),
                              include_censored=args.include_censored, on_progress=bars)
-    finally:
-        bars.close()
     print(f"test MAE (tokens) by pooling and scenario, dataset {args.dataset!r}, layer {args.layer}:")
     print(table.pivot(index="pooling", columns="scenario", values="mae").round(2).to_string())
     return 0
@@ -103,12 +100,9 @@ def run_train_plp(args: argparse.Namespace) -> int:
     from lenscope.store.store import Store
 
     torch.set_num_threads(1)
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         curve = train_plp(Store(), args.dataset, args.layer, args.alpha, _config(args),
                           include_censored=args.include_censored, on_progress=bars)
-    finally:
-        bars.close()
     print(f"PLP test MAE of the remaining length by observed steps, dataset {args.dataset!r}:")
     print(curve[curve["step"].isin([0, 1, 2, 4, 8, 16, 32])].round(2).to_string(index=False))
     return 0
@@ -126,13 +120,10 @@ def run_attribution(args: argparse.Namespace) -> int:
         return _run_evidence(args)
     attr_layer = args.layer if args.attr_layer is None else args.attr_layer
     model = load_target(args).model if attr_layer < args.layer else None
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         payload = job(Store(), args.dataset, args.layer, attr_layer, args.alpha, model,
                       [h for h in args.heads.split(",") if h], args.bootstrap,
                       include_censored=args.include_censored, on_progress=bars)
-    finally:
-        bars.close()
     print(f"entropy vs importance over test prompt tokens (paper: Pearson r = {EGTP_ATTRIBUTION_R}):")
     for s in payload["summaries"]:
         print(f"  {s['head']:>5} head, {s['path']} path L{args.layer}<-L{attr_layer}: "
@@ -147,12 +138,9 @@ def _run_evidence(args: argparse.Namespace) -> int:
     from lenscope.jobs.egtp.attribution import attribution_evidence
     from lenscope.store.store import Store
 
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         payload = attribution_evidence(Store(), args.dataset, args.layer, args.epochs, args.include_censored,
                                        args.bootstrap, args.permutations, on_progress=bars)
-    finally:
-        bars.close()
     runs = payload["runs"]
     print(f"attribution evidence, dataset {args.dataset!r}, layer {payload['layer']}, importances at each head's "
           f"input (test split: {runs['test']} runs; attention heads trained on {runs['train']}, epochs chosen on "

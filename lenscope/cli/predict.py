@@ -51,9 +51,8 @@ def run_predict(args: argparse.Namespace) -> int:
     files = [load_predictor_files(n, store, args.dataset) for n in names]  # hashes checked before the model loads
     target = load_target(args)
     predictors = [LengthPredictor(f, target) for f in files]
-    bars = PhaseBars()
-    frame = predict_prompts(target, prompts, predictors, bars)
-    bars.close()
+    with PhaseBars() as bars:
+        frame = predict_prompts(target, prompts, predictors, bars)
     if args.out is None:
         write_predictions(frame, sys.stdout)
     else:

@@ -310,11 +310,8 @@ def run_sweep(args: argparse.Namespace, store, config) -> int:
     grid = SweepGrid(qps=tuple(sorted(set(args.sweep_qps))), policies=tuple(parse_policies(args.policies)),
                      predictors=tuple(specs_from(args, store, kinds)),
                      maes=tuple(args.maes or (args.mae,)), seeds=tuple(args.seeds or (args.seed,)))
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         outcomes = grid_outcomes(store, trace, config, grid, args.short_quantile, ray_options(args), bars)
-    finally:
-        bars.close()
     table = grid_table(grid, outcomes)
     if shows_text(args):
         print(f"{len(table)} points ({sum(o.cached for o in outcomes)} from the store), {len(trace)} requests each")
@@ -333,12 +330,9 @@ def run(args: argparse.Namespace) -> int:
         return run_sweep(args, store, config)
     trace = trace_from(args, store)
     spec = spec_from(args, store)
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         outcome = run_simulation(store, trace, spec, config, args.short_quantile, on_progress=bars,
                                  use_cache=not args.no_cache)
-    finally:
-        bars.close()
     s = outcome.summary
     if shows_text(args):
         print(f"{s['label']} | {spec.label()} | {len(trace)} requests{' (cached)' if outcome.cached else ''}")

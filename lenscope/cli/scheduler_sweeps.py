@@ -87,12 +87,9 @@ def run(args: argparse.Namespace) -> int:
     trace = trace_from(args, store)
     spec = spec_from(args, store)
     qps_values = sorted(set(args.qps_values)) if args.qps_values else default_qps(trace, base)
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         sweep = qps_sweep(store, trace, spec, base, policies, qps_values, args.seed, args.short_quantile, bars,
                           ray_options(args))
-    finally:
-        bars.close()
     cluster = base.label().split(" ", 1)[1]
     points = saturation_points(sweep)
     if shows_text(args):
@@ -134,13 +131,10 @@ def run_preset(args: argparse.Namespace) -> int:
     else:
         constant = float(trace["output_tokens"].median())
         source = "the median output length of the trace"
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         preset = outlets_preset(store, trace, spec, config, args.requests, qps,
                                 args.short_quantile, bars, seeds, args.min_output_tokens or None, args.workload,
                                 constant)
-    finally:
-        bars.close()
     summary = preset_seed_table(preset.per_seed)
     if shows_text(args):
         print(f"OUTLETS preset | {spec.label()} | {args.workload} workload: {preset.note}")

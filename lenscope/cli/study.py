@@ -37,12 +37,9 @@ def run(args: argparse.Namespace) -> int:
     target = load_target(args)
     store = Store()
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops between stored results, like Ctrl-C
-    bars = PhaseBars()
-    try:
+    with PhaseBars() as bars:
         report = run_study(store, target, dataset, args.size, on_progress=bars, collect=not args.train_only,
                            ray=ray_options(args))
-    finally:
-        bars.close()
     for step, status in report:
         print(f"  {step}: {status}")
     print(f"\ndataset {dataset!r}: {dataset_counts(store, dataset).caption()}")
