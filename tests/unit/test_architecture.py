@@ -165,3 +165,12 @@ def test_every_imported_name_exists():
                      for alias in node.names
                      if alias.name not in defined[node.module] and f"{node.module}.{alias.name}" not in SOURCES)
     assert missing == []
+
+
+def test_stored_results_go_through_the_memo():
+    """Result rows are read and written by the store's memo only (``Store.memo`` / ``stored`` / ``memo_many``): no
+    job, page or glue calls ``get_result`` / ``put_result`` by hand."""
+    by_hand = sorted(name for name, path in SOURCES.items() if not _under(name, "lenscope.store")
+                     for node in ast.walk(ast.parse(path.read_text()))
+                     if isinstance(node, ast.Attribute) and node.attr in ("get_result", "put_result"))
+    assert by_hand == []
