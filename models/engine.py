@@ -128,8 +128,9 @@ def token_budget(target: TargetModel, prompt_len: int, max_new_tokens: int) -> i
     return budget
 
 
-def admission_order(lengths: Sequence[int], window: int) -> list[int]:
-    """Request indices in order of arrival, sorted by length within consecutive windows of ``window``."""
+def sorted_within_windows(lengths: Sequence[int], window: int) -> list[int]:
+    """Indices in their order, sorted by length within consecutive windows of ``window`` (the engine's admission
+    order; the drafter's low-padding batches)."""
     return [i for start in range(0, len(lengths), window)
             for i in sorted(range(start, min(start + window, len(lengths))), key=lambda j: lengths[j])]
 
@@ -248,7 +249,7 @@ class BatchedEngine:
             return
         size = self._resolve_batch_size(max(len(p) + b for p, b in zip(prompts, budgets)))
         refill = self.refill or max(1, size // 4)
-        waiting = admission_order([len(p) for p in prompts], window=ADMISSION_WINDOW * size)
+        waiting = sorted_within_windows([len(p) for p in prompts], window=ADMISSION_WINDOW * size)
         batch, teacher_queue = _Batch(self.target.num_layers, size), []
         self.stats = EngineStats()
         while waiting or batch.rows:

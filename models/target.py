@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -98,6 +98,10 @@ class SequenceFeatures:
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
+
+    def with_top_k(self, k: int) -> SequenceFeatures:
+        """The same features with only the ``k`` most likely next tokens of each position."""
+        return replace(self, topk_ids=self.topk_ids[:, :k], topk_probs=self.topk_probs[:, :k])
 
 
 class TargetModel:
@@ -258,11 +262,11 @@ class TargetModel:
         cap = getattr(self.config, "final_logit_softcapping", None)
         return torch.tanh(logits / cap) * cap if cap else logits
 
-    def summarize(self, final_hidden: torch.Tensor) -> LogitSummary:
-        """Entropy and top-k of the next-token distribution at each row of ``final_hidden`` ``[N, d]``,
+    def summarize(self, final_hidden: torch.Tensor, topk: int = TOP_K) -> LogitSummary:
+        """Entropy and top-``topk`` of the next-token distribution at each row of ``final_hidden`` ``[N, d]``,
         computed in chunks so that full-vocabulary logits never exist for more than a chunk of positions."""
         chunk = max(1, LOGIT_CHUNK_ELEMENTS // int(self.config.vocab_size))
-        parts = [summarize_logits(self.next_token_logits(final_hidden[i:i + chunk]), TOP_K)
+        parts = [summarize_logits(self.next_token_logits(final_hidden[i:i + chunk]), topk)
                  for i in range(0, final_hidden.shape[0], chunk)]
         return LogitSummary(entropy=torch.cat([p.entropy for p in parts]),
                             topk_ids=torch.cat([p.topk_ids for p in parts]),
@@ -281,16 +285,17 @@ class TargetModel:
 
     @torch.no_grad()
     def features(self, sequences: Sequence[Sequence[int]], layers: Sequence[int] | None = None,
-                 max_tokens: int = FORWARD_TOKENS) -> list[SequenceFeatures]:
-        """Teacher-forced features of every position of each sequence, in batched left-padded passes of
-        about ``max_tokens`` padded tokens (sequences grouped by length)."""
+                 max_tokens: int = FORWARD_TOKENS, topk: int = TOP_K) -> list[SequenceFeatures]:
+        """Teacher-forced features of every position of each sequence (with the top-``topk`` next tokens), in
+        batched left-padded passes of about ``max_tokens`` padded tokens (sequences grouped by length)."""
         layers = self.check_layers(layers)
         out: list[SequenceFeatures | None] = [None] * len(sequences)
         for group in group_by_length([len(s) for s in sequences], max_tokens):
             rows = [list(sequences[i]) for i in group]
             ids, mask = left_pad(rows)
             final, hidden = self.decode(ids, mask, positions_from_mask(mask), layers)
-            summaries = self.split_summary(self.summarize(final[mask.to(final.device).bool()]), map(len, rows))
+            summaries = self.split_summary(self.summarize(final[mask.to(final.device).bool()], topk),
+                                           map(len, rows))
             for k, (i, summary) in enumerate(zip(group, summaries)):
                 n = len(rows[k])
                 out[i] = self.make_features(rows[k], summary, {layer: h[k, -n:] for layer, h in hidden.items()})

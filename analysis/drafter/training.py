@@ -8,8 +8,10 @@ vocabulary. The KL is taken over ``ttt_steps`` unrolled drafting steps (EAGLE-3'
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +21,7 @@ import torch.nn.functional as F
 
 from lenscope.analysis.drafter.probes import remaining_length_samples
 from lenscope.models.drafter import KV, Drafter, length_from_log, log_length
+from lenscope.models.engine import sorted_within_windows
 
 LENGTH_WEIGHT = 0.1      # lambda of the OUTLETS objective
 L2_WEIGHT = 1e-5         # gamma: L2 on the length MLP
@@ -26,6 +29,10 @@ TTT_DECAY = 0.8          # weight decay**i of drafting step i in the training-ti
 # Drafting steps unrolled in training: EAGLE-3's 7 on a GPU; 3 on a CPU, where each step adds a decoder pass.
 TTT_STEPS = {"cuda": 7, "cpu": 3}
 DRAFT_VOCAB_SIZE = 4096  # reduced draft vocabulary (EAGLE-3 style): the LM head is most of a drafter step on a CPU
+# Runs are shuffled, then sorted by length within windows of this many before being cut into batches: a batch of
+# 4 random study runs pads to 1.96x its real tokens, one of a sorted window of 64 to 1.13x (padding is computed
+# and masked, never scored). 0: random batches.
+LENGTH_WINDOW = 64
 
 
 def default_ttt_steps(device_type: str) -> int:
@@ -155,7 +162,7 @@ def ttt_kl(drafter: Drafter, rep: torch.Tensor, kv: KV | None, batch: Sequence[D
     visible = torch.arange(rep.shape[1], device=device).view(1, 1, -1) <= starts.unsqueeze(-1)   # [B, R, S]
     target_ids = torch.stack([F.pad(ex.target_ids, (0, 0, 0, next_ids.shape[1] + 1 - ex.length))
                               for ex in batch]).to(device)
-    target_logp = torch.stack([F.pad(ex.target_logp, (0, 0, 0, next_ids.shape[1] + 1 - ex.length))
+    target_logp = torch.stack([F.pad(ex.target_logp.float(), (0, 0, 0, next_ids.shape[1] + 1 - ex.length))
                                for ex in batch]).to(device)
     index = None if drafter.config.draft_vocab_size == 0 else drafter.draft_index
     past, total, weights = kv, rep.new_zeros(()), 0.0
@@ -229,16 +236,48 @@ def fit_statistics(drafter: Drafter, examples: Sequence[DrafterExample]) -> None
         for ex in examples]))
 
 
+def bf16_native(device: torch.device | str) -> bool:
+    """Whether ``device`` multiplies bfloat16 natively: CUDA, or a CPU with AVX-512 BF16 / AMX (oneDNN's test)."""
+    device = torch.device(device)
+    return device.type == "cuda" or (device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+@contextlib.contextmanager
+def mixed_precision(device: torch.device | str, enabled: bool) -> Iterator[None]:
+    """bfloat16 autocast of the forward pass where the device has it natively (weights, optimiser and gradients
+    stay float32), else nothing. On the study's drafter (2 CPU cores) a step took 0.55 s against 0.84 s in
+    float32, with the same losses within 1e-3 after 4 epochs."""
+    device = torch.device(device)
+    if not (enabled and bf16_native(device)):
+        yield
+        return
+    with torch.autocast(device.type, dtype=torch.bfloat16), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Mismatch dtype between input and weight")  # RMSNorm's unfused path
+        yield
+
+
+def epoch_batches(lengths: Sequence[int], size: int, window: int, gen: torch.Generator) -> list[list[int]]:
+    """One epoch's batches of ``size`` indices: a random order, sorted by length within windows of ``window``
+    (0: not sorted), cut into batches, the batches shuffled. Runs of a batch have similar lengths, so little of
+    it is padding, and every window is a random draw of the whole set."""
+    order = torch.randperm(len(lengths), generator=gen).tolist()
+    if window > 1:
+        order = [order[i] for i in sorted_within_windows([lengths[j] for j in order], window)]
+    batches = [order[k:k + size] for k in range(0, len(order), size)]
+    return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()] if window > 1 else batches
+
+
 def train_drafter(drafter: Drafter, examples: Sequence[DrafterExample], variant: Variant, epochs: int = 3,
                   lr: float = 1e-3, weight_decay: float = 0.02, warmup: int = 20, kl_positions: int = 64,
                   runs_per_step: int = 4, seed: int = 0, head_lr_scale: float = 3.0, ttt_steps: int = 1,
-                  device: torch.device | str = "cpu",
+                  device: torch.device | str = "cpu", length_window: int = LENGTH_WINDOW, bf16: bool = True,
                   on_step: Callable[[int, int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
-    """AdamW over shuffled batches of ``runs_per_step`` runs (so every step sees many different
-    lengths), linear warmup, gradient clipping at 1.0, the length head at ``head_lr_scale`` times the
-    backbone learning rate, the KL over ``ttt_steps`` unrolled drafting steps (1: teacher forcing only), on
-    ``device`` (the drafter stays there). Inputs and the length target are standardised with training
-    statistics first. Returns the mean loss parts of each epoch."""
+    """AdamW over batches of ``runs_per_step`` runs of similar length in shuffled order (:func:`epoch_batches`
+    with ``length_window``), linear warmup, gradient clipping at 1.0, the length head at ``head_lr_scale`` times
+    the backbone learning rate, the KL over ``ttt_steps`` unrolled drafting steps (1: teacher forcing only), on
+    ``device`` (the drafter stays there), its forward in bfloat16 autocast with ``bf16`` where the device has it
+    (:func:`mixed_precision`). Inputs and the length target are standardised with training statistics first.
+    Returns the mean loss parts of each epoch."""
     if ttt_steps < 1:
         raise ValueError(f"ttt_steps must be at least 1, got {ttt_steps}")
     if not examples:
@@ -252,15 +291,15 @@ def train_drafter(drafter: Drafter, examples: Sequence[DrafterExample], variant:
     opt = torch.optim.AdamW([{"params": backbone}, {"params": head, "lr": lr * head_lr_scale}],
                             lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(warmup, 1)))
-    per_epoch = math.ceil(len(examples) / runs_per_step)
+    per_epoch = math.ceil(len(examples) / runs_per_step)  # also with length windows: only the last batch is short
     total_steps, step, history = epochs * per_epoch, 0, []
     drafter.train()
     for _ in range(epochs):
         sums: dict[str, float] = {}
-        order = torch.randperm(len(examples), generator=gen).tolist()
-        for begin in range(0, len(order), runs_per_step):
-            loss, parts = batch_loss(drafter, [examples[i] for i in order[begin:begin + runs_per_step]],
-                                     variant, kl_positions, gen, ttt_steps)
+        for batch in epoch_batches([ex.length for ex in examples], runs_per_step, length_window, gen):
+            with mixed_precision(device, bf16):
+                loss, parts = batch_loss(drafter, [examples[i] for i in batch], variant, kl_positions, gen,
+                                         ttt_steps)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from lenscope.analysis.data.prompts import PromptItem
+from lenscope.analysis.drafter.training import target_topk
 from lenscope.cli import main
 from lenscope.jobs.runs.collect import collect_dataset
 from lenscope.jobs.runs.generations import (
@@ -16,6 +17,7 @@ from lenscope.jobs.runs.generations import (
     read_header,
     sample_prompts_of,
 )
+from lenscope.jobs.runs.target_topk import TOPK, TOPK_KIND, run_target_topk
 from lenscope.models.engine import GenerationSettings
 
 PROMPTS = [PromptItem("Name a fruit.", "user", "a"), PromptItem("Name a planet.", "user", "b"),
@@ -112,6 +114,13 @@ def test_generations_round_trip_through_a_file_with_recomputed_features(store, t
         ra, rb = store.load_run(int(a)), other.load_run(int(b))
         assert ra.features.input_ids.tolist() == rb.features.input_ids.tolist() and ra.finished == rb.finished
         torch.testing.assert_close(ra.features.entropy, rb.features.entropy, atol=1e-3, rtol=0)
+        assert rb.features.topk_ids.shape[1] == 5  # the runs keep their top-5; the drafters' top-32 is kept apart
+        kept = run_target_topk(other, target, rb)  # kept by the import: what the stored final states give
+        fresh = target_topk(target.next_token_logits(rb.features.hidden[target.num_layers]), TOPK)
+        assert kept[0].shape == (len(rb.features), TOPK)
+        assert (kept[0][:, 0] == fresh[0][:, 0]).float().mean() >= 0.95  # float16 states may flip a near tie
+        torch.testing.assert_close(kept[1].float(), fresh[1], atol=2e-2, rtol=0)
+    assert len(other.results_frame(kind=TOPK_KIND)) == 3
     again = collect_dataset(other, target, "copy", PROMPTS, settings)  # a continued collection skips them
     assert (again.generated, again.cached) == (0, 3)
     (tmp_path / "bad.jsonl.gz").write_bytes(b"not gzip")

@@ -22,17 +22,19 @@ from lenscope.analysis.drafter.probes import (
 )
 from lenscope.analysis.drafter.training import (
     DRAFT_VOCAB_SIZE,
+    LENGTH_WINDOW,
     VARIANTS,
     DrafterExample,
+    bf16_native,
     default_ttt_steps,
     get_variant,
     predict_example,
-    target_topk,
     train_drafter,
 )
 from lenscope.analysis.egtp.plp import plp_steps, training_steps
 from lenscope.jobs.results.crossval import MAX_STEP, TRAIN_STEPS
 from lenscope.jobs.runs.datasets import JobResult, dataset_runs
+from lenscope.jobs.runs.target_topk import TOPK, run_target_topk
 from lenscope.models.drafter import LENGTH_MODES, Drafter
 from lenscope.models.target import TargetModel
 from lenscope.store.settings import get_settings
@@ -42,25 +44,7 @@ DRAFTER_VARIANTS = tuple(VARIANTS)  # every variant the app and CLI can train
 # The variants beside the OUTLETS drafter in the study's drafter ablation.
 ABLATION_DRAFTERS = ("no-decoder", "lp-only", "sd-only")
 PROBE_MODES = LENGTH_MODES
-TOPK = 32            # target distribution truncated to its top-32 tokens for the KL
 UMAP_KIND = "drafter_umap"
-TOPK_KIND = "drafter_target_topk"
-
-
-def run_target_topk(store: Store, target: TargetModel, run: StoredRun) -> tuple[torch.Tensor, torch.Tensor]:
-    """The target's top-:data:`TOPK` next-token ids and log-probabilities at every position of a stored run,
-    computed once from its final layer (a full-vocabulary LM head: most of a drafter's loading time) and kept
-    in the store for every later drafter."""
-    def compute() -> dict[str, torch.Tensor]:  # the final layer is read only when the top-k is not kept yet
-        final = store.load_run(run.id, layers=[target.num_layers]).features.hidden
-        if target.num_layers not in final:
-            raise ValueError(f"run {run.id} has no stored hidden states for layer {target.num_layers}")
-        ids, logp = target_topk(target.next_token_logits(final[target.num_layers]), TOPK)  # on the target's device
-        return {"ids": ids.int().cpu(), "logp": logp.half().cpu()}
-
-    config = {"run_id": run.id, "model": target.key, "k": TOPK}
-    kept = store.memo_tensors(TOPK_KIND, f"run {run.id} target top-{TOPK}", config, compute)
-    return kept["ids"].long(), kept["logp"]
 
 
 def example_from_run(run: StoredRun, fuse_layers: Sequence[int], split: str,
@@ -137,8 +121,10 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
     name = drafter_name(dataset, variant)
     path = drafter.save(get_settings().artifact_dir / "drafters" / name.replace(":", "-"))
     config = {"dataset": dataset, "variant": variant, "epochs": epochs, "lr": lr, "max_step": max_step,
-              "seed": seed, "topk": TOPK, "draft_steps": DRAFT_STEPS, **spec.drafter_overrides(),
-              "fuse_layers": drafter.config.fuse_layers, "include_censored": include_censored, **settings}
+              "seed": seed, "topk": TOPK, "draft_steps": DRAFT_STEPS, "length_window": LENGTH_WINDOW,
+              "bf16_autocast": bf16_native(target.device),
+              **spec.drafter_overrides(), "fuse_layers": drafter.config.fuse_layers,
+              "include_censored": include_censored, **settings}
     pid = store.save_predictor(name, "drafter", config, metrics, str(path), store.ensure_model(target),
                                store.dataset_id(dataset))
     store.save_predictions(pid, predictions)

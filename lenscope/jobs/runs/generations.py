@@ -21,8 +21,9 @@ from lenscope.analysis.core.progress import Progress, no_progress
 from lenscope.analysis.core.safe_files import LimitError, bounded_lines, disk_limit, load_json, regular_file
 from lenscope.jobs.runs.generation_records import check_generations
 from lenscope.jobs.runs.generation_records import generated_by as generated_by  # where it was, for its callers
+from lenscope.jobs.runs.target_topk import TOPK, keep_import_topk
 from lenscope.models.engine import Generation
-from lenscope.models.target import TargetModel
+from lenscope.models.target import TOP_K, TargetModel
 from lenscope.store.store import NewRun, Store
 
 FORMAT = "lenscope-generations/1"
@@ -144,13 +145,16 @@ def import_records(store: Store, target: TargetModel, source: str, header: dict,
     on_progress(0, len(todo), "import")
     for start in range(0, len(todo), IMPORT_BATCH):
         batch = todo[start:start + IMPORT_BATCH]
-        features = target.features([r["prompt_ids"] + r["output_ids"] for r in batch], layers)
+        features = target.features([r["prompt_ids"] + r["output_ids"] for r in batch], layers, topk=TOPK)
         new = [NewRun(r["prompt"], Generation(
-            prompt_len=len(r["prompt_ids"]), features=f, finished=r["finished"], settings=r["settings"],
+            prompt_len=len(r["prompt_ids"]), features=f.with_top_k(TOP_K), finished=r["finished"],
+            settings=r["settings"],
             text=target.tokenizer.decode(r["output_ids"], skip_special_tokens=True), output_ids=r["output_ids"],
             content_start=target.content_start(r["prompt_ids"], r["settings"].get("system_prompt", "default"))),
             r["source"], r["ref"]) for r, f in zip(batch, features)]
-        for record, run_id in zip(batch, store.save_runs(target, new)):
+        run_ids = store.save_runs(target, new)
+        keep_import_topk(store, target, run_ids, features)  # the drafters' KL target, from this same pass
+        for record, run_id in zip(batch, run_ids):
             store.add_to_dataset(dataset_id, run_id, record["scenario"])
         on_progress(start + len(batch), len(todo), "import")
     return len(todo), len(records) - len(todo)

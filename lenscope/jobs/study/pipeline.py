@@ -138,8 +138,10 @@ EPOCHS = {"tiny": {"head": 2, "drafter": 1, "probe": 2}, "starter": {"head": 40,
 
 @dataclass
 class Step:
-    """A pipeline step: its name, whether its result is stored already, and how to run it."""
+    """A pipeline step: a short ``phase`` id (what ``benchmark rebuild --phases`` names), its name, whether its
+    result is stored already, and how to run it."""
 
+    phase: str
     name: str
     done: Callable[[], bool]
     run: Callable[[Progress], object]
@@ -165,8 +167,8 @@ def _collect_step(store: Store, target: TargetModel, dataset: str, chunks: Seque
         config = {"chunks": [asdict(chunk) for chunk in chunks]}
         return collect_requests(store, target, dataset, requests(), config, on_progress=on_progress, ray=ray)
 
-    return Step(f"collect {collection_text(chunks)}", lambda: missing_runs(store, target, dataset, requests()) == 0,
-                run)
+    return Step("collect", f"collect {collection_text(chunks)}",
+                lambda: missing_runs(store, target, dataset, requests()) == 0, run)
 
 
 def shipped_sample(target: TargetModel, size: str) -> ShippedSample | None:
@@ -198,7 +200,7 @@ def _sample_step(store: Store, target: TargetModel, dataset: str, sample: Shippe
         return import_records(store, target, sample.file, header, chosen, dataset, censored_left_out=censored,
                               on_progress=on_progress)
 
-    return Step(f"import {sample.text()}", done, run)
+    return Step("import", f"import {sample.text()}", done, run)
 
 
 def collection_text(chunks: Sequence[Chunk]) -> str:
@@ -217,7 +219,7 @@ def _import_step(store: Store, target: TargetModel, dataset: str, files: list[Pa
     def run(on_progress: Progress):
         return [import_generations(store, target, path, dataset, on_progress=on_progress) for path in files]
 
-    return Step(f"import {len(files)} shipped generations file(s)", lambda: False, run)
+    return Step("import", f"import {len(files)} shipped generations file(s)", lambda: False, run)
 
 
 def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "starter",
@@ -246,46 +248,48 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
         return predictor_fresh(store, name, dataset, censored, settings)
 
     steps += [
-        Step(f"EGTP static heads, all poolings (layer {layer})",
+        Step("heads", f"EGTP static heads, all poolings (layer {layer})",
              lambda: stored_pooling_ablation(store, dataset, layer) is not None
              and fresh(predictor_name(STATIC_KIND, dataset, layer)),
              lambda cb: train_static(store, dataset, layer=layer, config=head, include_censored=censored,
                                      on_progress=cb)),
-        Step(f"PLP head (layer {layer})", lambda: fresh(predictor_name(PLP_KIND, dataset, layer)),
+        Step("plp", f"PLP head (layer {layer})", lambda: fresh(predictor_name(PLP_KIND, dataset, layer)),
              lambda cb: train_plp(store, dataset, layer, config=HeadConfig(epochs=max(2, epochs["head"] // 4),
                                                                             batch_size=64),
                                   include_censored=censored, on_progress=cb)),
-        Step(f"attribution (layer {layer}, pooling path)",
+        Step("attribution", f"attribution (layer {layer}, pooling path)",
              lambda: stored_attribution(store, dataset, layer, layer, 1.0) is not None
              and fresh(predictor_name(STATIC_KIND, dataset, layer)),
              lambda cb: run_attribution(store, dataset, layer, include_censored=censored, on_progress=cb)),
-        Step(f"attribution evidence (layer {layer}, learned attention head: measures x controls)",
+        Step("evidence", f"attribution evidence (layer {layer}, learned attention head: measures x controls)",
              lambda: stored_evidence(store, dataset, layer) is not None,
              lambda cb: attribution_evidence(store, dataset, layer, epochs=epochs["head"], include_censored=censored,
                                              on_progress=cb)),
-        Step(f"target probe (layer {probe_layer})", lambda: fresh(probe_name(dataset, probe_layer, "regression")),
+        Step("probe", f"target probe (layer {probe_layer})",
+             lambda: fresh(probe_name(dataset, probe_layer, "regression")),
              lambda cb: train_probe_job(store, dataset, probe_layer, epochs=epochs["probe"],
                                         include_censored=censored, on_progress=cb)),
     ]
-    drafters = [Step(f"drafter {variant}", lambda v=variant: fresh(drafter_name(dataset, v), drafter_settings(target)),
+    drafters = [Step(f"drafter:{variant}", f"drafter {variant}",
+                     lambda v=variant: fresh(drafter_name(dataset, v), drafter_settings(target)),
                      lambda cb, v=variant: train_drafter_job(store, target, dataset, v, epochs["drafter"],
                                                              include_censored=censored, on_progress=cb))
                 for variant in STUDY_DRAFTERS[size]]
     steps.append(drafters[0])  # the OUTLETS drafter: the claims and the scheduler preset read it
-    steps.append(Step("baselines (SSJF, S3, TRAIL, PiA, LTR)",
+    steps.append(Step("baselines", "baselines (SSJF, S3, TRAIL, PiA, LTR)",
                       lambda: all(fresh(baseline_name(b, dataset)) for b in BASELINES),
                       lambda cb: train_baselines(store, dataset, BASELINES, target, include_censored=censored,
                                                  on_progress=cb)))
-    steps.append(Step("scheduler preset (OUTLETS drafter's test-split predictions beside the oracle and a constant, "
-                      "1 prefill + 3 decode, uniform and decode-bound workloads over seeds)",
+    steps.append(Step("preset", "scheduler preset (OUTLETS drafter's test-split predictions beside the oracle and a "
+                      "constant, 1 prefill + 3 decode, uniform and decode-bound workloads over seeds)",
                       lambda: stored_preset(store, dataset) is not None,
                       lambda cb: run_preset(store, dataset, censored, on_progress=cb)))
     seeds = CV_SEEDS[size]
-    steps.append(Step(f"claims ({FOLDS}-fold cross-validation, {seeds} training seed{'s' * (seeds > 1)})",
+    steps.append(Step("claims", f"claims ({FOLDS}-fold cross-validation, {seeds} training seed{'s' * (seeds > 1)})",
                       lambda: _claims_fresh(store, dataset, seeds),
                       lambda cb: claims_report(store, dataset, layer, probe_layer, FOLDS, seeds, target,
                                                epochs["head"], epochs["probe"], on_progress=cb)))
-    ablation = Step("drafter ablation (the variants beside probes that see what the drafter sees)",
+    ablation = Step("ablation", "drafter ablation (the variants beside probes that see what the drafter sees)",
                     lambda: stored_ablation(store, dataset) is not None,
                     lambda cb: drafter_ablation(store, dataset, layer, epochs["probe"], censored, on_progress=cb))
     steps += drafters[1:] + [ablation]  # the drafter ablations last: the claims do not read them
@@ -302,14 +306,14 @@ def _publish_steps(store: Store, target: TargetModel, dataset: str) -> list[Step
     from lenscope.jobs.study.results import StoreResults
     from lenscope.jobs.study.shipped import publish_results, published_fresh
 
-    live = Step("live speculative decoding (held-out prompts, acceptance per drafting step)",
+    live = Step("live", "live speculative decoding (held-out prompts, acceptance per drafting step)",
                 lambda: stored_measurement(store, dataset) is not None,
                 lambda cb: speculative_job(store, target, dataset, on_progress=cb))
     if not CHECKOUT:  # an installed copy's shipped data stays as installed (`publish-results --out` writes elsewhere)
         return [live]
     return [
         live,
-        Step("publish the results (data/results) and ship the predictors (data/predictors)",
+        Step("publish", "publish the results (data/results) and ship the predictors (data/predictors)",
              lambda: published_fresh(StoreResults(store, dataset)) and shipped_fresh(store, dataset),
              lambda cb: (publish_results(StoreResults(store, dataset), target),
                          ship_predictors(store, dataset, extra_metrics=interval_metrics(store, dataset)))),

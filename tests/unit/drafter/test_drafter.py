@@ -129,7 +129,7 @@ def test_training_on_cuda_matches_the_cpu():
     for device in ("cpu", "cuda"):
         drafter = tiny_drafter(draft_vocab_size=16)
         history = train_drafter(drafter, examples, spec, epochs=2, lr=3e-3, warmup=1, runs_per_step=2,
-                                ttt_steps=3, device=device)
+                                ttt_steps=3, device=device, bf16=False)
         runs[device] = drafter, history
     (cpu, cpu_history), (gpu, gpu_history) = runs["cpu"], runs["cuda"]
     assert gpu.embed_weight.device.type == "cuda"
@@ -332,3 +332,21 @@ def test_live_drafting_cli_on_tiny_store(store, target, monkeypatch, capsys):
     assert not any(ends[:-1]) and (ends[-1] or total == 6) and answer_ended(cycles) == ends[-1]
     truth = remaining_curves_figure(curve, censored=not ends[-1]).data[0].name
     assert ("censored" in truth) != ends[-1]
+
+
+def test_epoch_batches_cover_every_run_once_with_little_padding():
+    from lenscope.analysis.drafter.training import epoch_batches
+
+    lengths = [int(x) for x in torch.randint(20, 1200, (203,), generator=torch.Generator().manual_seed(3))]
+
+    def padded(batches):
+        return sum(max(lengths[i] for i in b) * len(b) for b in batches) / sum(lengths)
+
+    windowed = epoch_batches(lengths, 4, 64, torch.Generator().manual_seed(0))
+    plain = epoch_batches(lengths, 4, 0, torch.Generator().manual_seed(0))
+    for batches in (windowed, plain):
+        assert sorted(i for b in batches for i in b) == list(range(203))
+        assert [len(b) for b in batches].count(4) == 50
+    assert padded(windowed) < 1.2 < 1.4 < padded(plain)
+    again = epoch_batches(lengths, 4, 64, torch.Generator().manual_seed(0))
+    assert again == windowed != epoch_batches(lengths, 4, 64, torch.Generator().manual_seed(1))

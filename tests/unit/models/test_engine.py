@@ -97,6 +97,6 @@ def test_inverse_cdf_draws_follow_the_distribution_and_skip_zero_mass():
 
 
 def test_admission_follows_request_order_sorting_only_within_windows():
-    from lenscope.models.engine import admission_order
-    assert admission_order([5, 1, 4, 9, 2, 7], window=3) == [1, 2, 0, 4, 5, 3]
-    assert admission_order([], window=4) == []
+    from lenscope.models.engine import sorted_within_windows
+    assert sorted_within_windows([5, 1, 4, 9, 2, 7], window=3) == [1, 2, 0, 4, 5, 3]
+    assert sorted_within_windows([], window=4) == []
