@@ -21,7 +21,7 @@ import time
 import torch
 
 from lenscope.analysis.data.prompts import sample_prompts
-from lenscope.models.engine import BatchedEngine, GenerationSettings
+from lenscope.models.engine import BatchedEngine, Generation, GenerationSettings
 from lenscope.models.logits import summarize_logits
 from lenscope.models.target import (
     DTYPES,
@@ -75,7 +75,7 @@ def hf_generate(target: TargetModel, prompts: list[list[int]], settings: Generat
     ordered = sorted(prompts, key=len)
     useful = waste = 0
     for start in range(0, len(ordered), batch):
-        ids, mask = left_pad(ordered[start:start + batch])
+        ids, mask = (t.to(target.device) for t in left_pad(ordered[start:start + batch]))
         width = ids.shape[1]
         out = target.model.generate(input_ids=ids, attention_mask=mask, do_sample=True,
                                     temperature=settings.temperature, top_p=settings.top_p, top_k=0,
@@ -94,6 +94,21 @@ def teacher_forward(target: TargetModel, sequences: list[list[int]]) -> None:
     for group in group_by_length([len(s) for s in sequences], FORWARD_TOKENS):
         ids, mask = left_pad([sequences[i] for i in group])
         target.model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask))
+
+
+def sampling(new_tokens: int, n_prompts: int) -> tuple[GenerationSettings, list[GenerationSettings]]:
+    """The sampling of every method (T = 0.7, top-p 1): HF ``generate``'s settings (seed 0) and the engine's per
+    row (seed = row)."""
+    return (GenerationSettings(max_new_tokens=new_tokens, temperature=0.7, top_p=1.0, seed=0),
+            [GenerationSettings(new_tokens, 0.7, 1.0, seed=i) for i in range(n_prompts)])
+
+
+def engine_run(target: TargetModel, layers: list[int], batch: int, features: str, prompts: list[list[int]],
+               per_row: list[GenerationSettings]) -> dict[int, Generation]:
+    """The batched engine's answers to ``prompts`` (row ``i`` sampled with ``per_row[i]``) at ``batch`` rows, features
+    from the ``decode`` or a ``teacher``-forced pass afterwards: {prompt index: generation}."""
+    engine = BatchedEngine(target, layers, batch_size=batch, features=features)
+    return dict(engine.run(prompts, per_row[:len(prompts)]))
 
 
 def timed(fn) -> tuple[object, float]:
@@ -120,8 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     layers = target.default_layers()
     items = sample_prompts(args.prompts, {"sharegpt": 1}, seed=0, max_chars=args.max_prompt_chars)
     prompts = [target.chat_ids(item.text) for item in items]
-    settings = GenerationSettings(max_new_tokens=args.new_tokens, temperature=0.7, top_p=1.0, seed=0)
-    per_row = [GenerationSettings(args.new_tokens, 0.7, 1.0, seed=i) for i in range(len(prompts))]
+    settings, per_row = sampling(args.new_tokens, len(prompts))
     single = prompts[:args.single]
     print(f"model {target.source.spec} on {target.device.type} ({target.dtype}), {torch.get_num_threads()} "
           f"threads; {len(prompts)} ShareGPT prompts (<= {args.max_prompt_chars} chars, "
@@ -138,14 +152,11 @@ def main(argv: list[str] | None = None) -> None:
     tokens, seconds = timed(lambda: sum(per_token_loop(target, p, s, layers) for p, s in zip(single, per_row)))
     loop_rate = report("(a) per-token loop", 1, len(single), tokens, 0, seconds)
 
-    def engine_run(batch: int, features: str, subset: list[list[int]]):
-        engine = BatchedEngine(target, layers, batch_size=batch, features=features)
-        return dict(engine.run(subset, per_row[:len(subset)]))
-
     engine_rates, outputs = {}, {}
     for batch in sizes:
         subset = single if batch == 1 else prompts
-        result, seconds = timed(lambda batch=batch, subset=subset: engine_run(batch, "decode", subset))
+        result, seconds = timed(
+            lambda batch=batch, subset=subset: engine_run(target, layers, batch, "decode", subset, per_row))
         tokens = sum(g.output_length for g in result.values())
         engine_rates[batch] = report("(b) engine, features from decode", batch, len(subset), tokens, 0, seconds)
         if batch != 1:
@@ -153,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     best = max((b for b in sizes if b != 1), key=engine_rates.get, default=1)
     teacher_rate = 0.0
     if not args.quick:  # the design choice between the two feature paths, measured once at full size
-        result, seconds = timed(lambda: engine_run(best, "teacher", prompts if best != 1 else single))
+        result, seconds = timed(
+            lambda: engine_run(target, layers, best, "teacher", prompts if best != 1 else single, per_row))
         teacher_rate = report("(b) engine, teacher-forced features", best, len(result),
                               sum(g.output_length for g in result.values()), 0, seconds)
     hf_rates = {}

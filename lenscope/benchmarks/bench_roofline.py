@@ -15,9 +15,11 @@ Usage: python -m lenscope benchmark roofline [--prompt-per-answer 2.25] [--answe
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from lenscope.benchmarks.timing import median_seconds
 
@@ -64,23 +66,35 @@ class DecoderShape:
         return 2.0 * self.layers * self.kv_heads * self.head_dim * context * itemsize
 
 
-def matmul_gflops(shape: DecoderShape, rows: int, dtype: torch.dtype, repeats: int = 5) -> float:
+def fastest_seconds(fn, repeats: int, warmup: int = 3) -> float:
+    """The fastest of ``repeats`` timed calls after ``warmup``: a ceiling is what the machine can do at best."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def matmul_gflops(shape: DecoderShape, rows: int, dtype: torch.dtype, repeats: int = 7) -> float:
     """GFLOP/s of ``rows`` tokens through every distinct weight shape of the target (one layer's and the head),
-    weighted as a token meets them."""
+    as ``nn.Linear`` multiplies them (weights ``[out, in]``), weighted as a token meets them."""
     shapes = {s: shape.linear_shapes().count(s) for s in set(shape.linear_shapes())}
     total_flops, total_s = 0.0, 0.0
     for (n_in, n_out), count in shapes.items():
-        x, w = torch.randn(rows, n_in, dtype=dtype), torch.randn(n_in, n_out, dtype=dtype)
-        seconds = median_seconds(lambda x=x, w=w: x @ w, repeats)
+        x, w = torch.randn(rows, n_in, dtype=dtype), torch.randn(n_out, n_in, dtype=dtype)
+        seconds = fastest_seconds(lambda x=x, w=w: F.linear(x, w), repeats)
         total_flops += 2.0 * rows * n_in * n_out * count
         total_s += seconds * count
     return total_flops / total_s / 1e9
 
 
-def bandwidth_gbs(megabytes: int = 512, repeats: int = 5) -> float:
+def bandwidth_gbs(megabytes: int = 512, repeats: int = 7) -> float:
     """Read bandwidth in GB/s: a sum over a buffer far larger than the caches."""
     buffer = torch.ones(megabytes * 2**20 // 4, dtype=torch.float32)
-    return buffer.numel() * 4 / median_seconds(lambda: buffer.sum(), repeats) / 1e9
+    return buffer.numel() * 4 / fastest_seconds(lambda: buffer.sum(), repeats) / 1e9
 
 
 @dataclass(frozen=True)
@@ -129,17 +143,17 @@ def measured_steps(target, rows: int, prompt: int) -> dict[str, float]:
     def step(batch: int) -> float:
         ids = torch.randint(100, 1000, (batch, prompt))
         cache = DynamicCache()
-        target.model(input_ids=ids, past_key_values=cache, use_cache=True)
+        target.model(input_ids=ids, cache=cache, use_cache=True)
         one = torch.randint(100, 1000, (batch, 1))
 
         def decode():
-            target.model(input_ids=one, past_key_values=cache, use_cache=True, output_hidden_states=True)
-            cache.crop(prompt)
+            target.model(input_ids=one, cache=cache, use_cache=True, output_hidden_states=True)
+            cache.crop(-1)  # back to the prompt: every timed step sees the same context
 
-        return median_seconds(decode, 5)
+        return median_seconds(decode, 7, warmup=3)
 
     prefill = median_seconds(lambda: target.model(input_ids=torch.randint(100, 1000, (4, prompt)),
-                                                  output_hidden_states=True), 3) / (4 * prompt)
+                                                  output_hidden_states=True), 5, warmup=3) / (4 * prompt)
     return {"loop step": step(1), "engine step per row": step(rows) / rows, "prefill token": prefill}
 
 
@@ -184,10 +198,12 @@ def main(argv: list[str] | None = None) -> None:
             lines.append(f"| {k} | {v * 1e3:.2f} | " + (f"{got * 1e3:.2f} | {got / v:.1f}x |" if got else "- | - |"))
         if measured:  # the loop as it runs here: the speedup's denominator is the real loop, not its roofline
             loop = 1 / (measured["loop step"] + args.prompt_per_answer * measured["prefill token"])
-            c = {**c, "loop measured": loop, "ratio": c["engine"] / loop}
+            forward = 1 / (measured["engine step per row"] + args.prompt_per_answer * measured["prefill token"])
+            c = {**c, "loop measured": loop, "engine forward": forward, "ratio": c["engine"] / loop}
         lines.append(f"roofline tokens/s: loop {c['loop']:.1f}, engine {c['engine']:.1f} (answer tokens, "
                      f"{args.prompt_per_answer} prompt tokens each)"
-                     + (f"; the loop's forward passes as measured: {c['loop measured']:.1f}" if measured else "")
+                     + (f"; with the model's forward passes as measured: loop {c['loop measured']:.1f}, engine "
+                        f"{c['engine forward']:.1f}" if measured else "")
                      + f": speedup ceiling {c['ratio']:.2f}x")
         results[name] = c
         del target

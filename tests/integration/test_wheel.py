@@ -24,7 +24,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # What the wheel is built from: the checkout without its history, tests, store and build leftovers.
-_LEFT_OUT = {".git", "tests", "__pycache__", "test-artifacts", ".benchmarks", ".ruff_cache", ".pytest_cache",
+_LEFT_OUT = {".git", ".gpu", "tests", "__pycache__", "test-artifacts", ".benchmarks", ".ruff_cache", ".pytest_cache",
              "build", "dist", ".venv", ".whl", ".gl"}
 
 
