@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from lenscope.analysis.core.progress import Progress
+from lenscope.analysis.core.progress import Progress, label_phase
 
 
 class PhaseClock:
@@ -53,7 +53,7 @@ class PhaseClock:
 def _activity(label: str) -> str:
     """What a phase said it was doing, without counts and details: ``EGTP head (max pooling): fold 2/5, seed 1/3 ·
     training`` -> ``EGTP head (max pooling)``; ``training · loss 0.512`` -> ``training``."""
-    head = re.sub(r"\d+/\d+", "", label.split(" · ")[0])
+    head = re.sub(r"\d+/\d+", "", label_phase(label))
     return re.split(r":\s*(?:fold|seed|done|started)\b", head)[0].strip(" :,") or "other"
 
 

@@ -6,13 +6,14 @@ import time
 
 import pytest
 
+from lenscope.analysis.core.progress import with_details
 from lenscope.benchmarks import bench_rebuild
 from lenscope.benchmarks.bench_rebuild import PhaseClock, _activity, report
 
 
 def test_activity_drops_the_step_counts_and_details():
-    assert _activity("training · loss 0.512") == "training"
-    assert _activity("EGTP head (max pooling): fold 2/5, seed 1/3 · training") == "EGTP head (max pooling)"
+    assert _activity(with_details("training", "loss 0.512")) == "training"
+    assert _activity("EGTP head (max pooling): fold 2/5, seed 1/3") == "EGTP head (max pooling)"
     assert _activity("pooled features (layer 30)") == "pooled features (layer 30)"
     assert _activity("") == "other"
 
@@ -22,11 +23,11 @@ def test_phase_clock_charges_the_time_to_the_earlier_label():
     clock = PhaseClock(lambda d, n, label: forwarded.append(label))
     clock(0, 2, "loading")
     time.sleep(0.05)
-    clock(1, 2, "training · loss 1")
+    clock(1, 2, with_details("training", "loss 1"))
     time.sleep(0.01)
     spent = clock.close()
     assert spent["loading"] >= 0.05 > spent["training"]
-    assert forwarded == ["loading", "training · loss 1"]
+    assert forwarded == ["loading", with_details("training", "loss 1")]
     assert set(spent) == {"starting", "loading", "training"}
 
 
