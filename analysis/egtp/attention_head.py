@@ -8,7 +8,9 @@ as ``z = sum_t a_t h_t`` with ``a = softmax_t(s)``, and ``z`` goes through a :cl
 (standardisation, K logits, expected bin centre, the same soft-label loss). ``v`` starts at zero, so an
 untrained head of either scorer is the mean-pooling head. The weights ``a_t`` are learned from the
 length loss alone: a correlation of ``a_t``, or of any gradient through this head, with token entropy is
-evidence, not construction. Runs of different lengths are padded and masked (padded tokens get weight 0).
+evidence, not construction. Runs of different lengths are padded and masked (padded tokens get weight 0) for
+prediction and attribution; training packs them instead (:func:`pack_runs`, :meth:`AttentionPoolingHead.packed`),
+the same arithmetic without the padding, which is most of a random batch of study prompts (6.1x their tokens).
 """
 
 from __future__ import annotations
@@ -30,6 +32,14 @@ def pad_runs(runs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError("need at least one run, each with at least one token")
     mask = pad_sequence([torch.ones(len(r), dtype=torch.bool) for r in runs], batch_first=True)
     return pad_sequence(list(runs), batch_first=True), mask
+
+
+def pack_runs(runs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Runs [T_i, d] -> their tokens one after another [sum T_i, d] and each token's run index [sum T_i]."""
+    if not runs or any(len(r) == 0 for r in runs):
+        raise ValueError("need at least one run, each with at least one token")
+    sizes = torch.tensor([len(r) for r in runs])
+    return torch.cat(list(runs)), torch.repeat_interleave(torch.arange(len(runs)), sizes)
 
 
 SCORERS = ("linear", "mlp")
@@ -70,6 +80,17 @@ class AttentionPoolingHead(nn.Module):
         pooled = (self.weights(states, mask)[..., None] * states).sum(1)
         return self.output(pooled)
 
+    def packed(self, tokens: torch.Tensor, run_of: torch.Tensor) -> torch.Tensor:
+        """Bin logits [B, K] of runs packed by :func:`pack_runs`: :meth:`forward` without padding (a softmax
+        within each run, shifted by the run's largest score, then a weighted sum per run)."""
+        n = int(run_of[-1]) + 1
+        scores = self.score((tokens - self.token_mean) / self.token_std).squeeze(-1)
+        top = scores.new_full((n,), float("-inf")).scatter_reduce(0, run_of, scores.detach(), "amax")
+        e = torch.exp(scores - top[run_of])
+        weights = e / e.new_zeros(n).index_add(0, run_of, e)[run_of]
+        pooled = tokens.new_zeros(n, tokens.shape[1]).index_add(0, run_of, weights[:, None] * tokens)
+        return self.output(pooled)
+
     def predict(self, states: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Predicted lengths [B] (tokens)."""
         return self.output.expected_length(self(states, mask))
@@ -101,7 +122,7 @@ def train_attention_head(runs: Sequence[torch.Tensor], lengths: torch.Tensor,
     head.fit_scaler(runs, y)
 
     def loss(model: nn.Module, idx: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        return soft_label_loss(model.output, model(*pad_runs([runs[i] for i in idx])), yb, cfg.lam)
+        return soft_label_loss(model.output, model.packed(*pack_runs([runs[i] for i in idx])), yb, cfg.lam)
 
     val_score = None
     if len(val_runs) and val_lengths is not None:
