@@ -22,8 +22,11 @@ from lenscope.models.sources import ModelSource, load_options, resolve_source
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TOP_K = 5
 END_OF_TURN_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|eot_id|>")
-# Positions whose logits are summarised at once (bounds the transient [positions, vocab] logits).
+# Positions whose logits are computed at once (bounds the transient [positions, vocab] logits).
 LOGIT_CHUNK_ELEMENTS = 1 << 25
+# Rows of those logits summarised at once: softmax, entropy and top-k over 32 rows (6 MB) stay in the cache and
+# ran at 85 us a row against 234 us over a whole chunk (2 CPU cores); each row's arithmetic is the same.
+SUMMARY_ROWS = 32
 # Padded tokens per teacher-forced forward (bounds the transient hidden states of all layers).
 FORWARD_TOKENS = 4096
 
@@ -266,8 +269,10 @@ class TargetModel:
         """Entropy and top-``topk`` of the next-token distribution at each row of ``final_hidden`` ``[N, d]``,
         computed in chunks so that full-vocabulary logits never exist for more than a chunk of positions."""
         chunk = max(1, LOGIT_CHUNK_ELEMENTS // int(self.config.vocab_size))
-        parts = [summarize_logits(self.next_token_logits(final_hidden[i:i + chunk]), topk)
-                 for i in range(0, final_hidden.shape[0], chunk)]
+        parts = []
+        for i in range(0, final_hidden.shape[0], chunk):
+            logits = self.next_token_logits(final_hidden[i:i + chunk])
+            parts += [summarize_logits(logits[j:j + SUMMARY_ROWS], topk) for j in range(0, len(logits), SUMMARY_ROWS)]
         return LogitSummary(entropy=torch.cat([p.entropy for p in parts]),
                             topk_ids=torch.cat([p.topk_ids for p in parts]),
                             topk_probs=torch.cat([p.topk_probs for p in parts]))
