@@ -15,13 +15,12 @@ Usage: python -m lenscope benchmark roofline [--prompt-per-answer 2.25] [--answe
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from lenscope.benchmarks.timing import median_seconds
+from lenscope.benchmarks.timing import fastest_seconds, median_seconds
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -64,18 +63,6 @@ class DecoderShape:
     def kv_bytes_per_token(self, context: int, itemsize: int) -> float:
         """Bytes of KV cache one row reads in a decode step at ``context``."""
         return 2.0 * self.layers * self.kv_heads * self.head_dim * context * itemsize
-
-
-def fastest_seconds(fn, repeats: int, warmup: int = 3) -> float:
-    """The fastest of ``repeats`` timed calls after ``warmup``: a ceiling is what the machine can do at best."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def matmul_gflops(shape: DecoderShape, rows: int, dtype: torch.dtype, repeats: int = 7) -> float:

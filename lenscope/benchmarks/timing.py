@@ -1,4 +1,4 @@
-"""Timing helper shared by the benchmark scripts."""
+"""Timing helpers shared by the benchmark scripts."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 
 
-def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
-    """Median wall time of ``fn`` in seconds over ``repeats`` calls, after ``warmup`` untimed calls."""
+def call_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> list[float]:
+    """Wall times of ``repeats`` calls of ``fn`` in seconds, after ``warmup`` untimed calls."""
     for _ in range(warmup):
         fn()
     times = []
@@ -16,4 +16,14 @@ def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> f
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
+
+
+def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    """Median wall time of ``fn`` in seconds over ``repeats`` calls, after ``warmup`` untimed calls."""
+    return statistics.median(call_seconds(fn, repeats, warmup))
+
+
+def fastest_seconds(fn: Callable[[], object], repeats: int, warmup: int = 3) -> float:
+    """The fastest of ``repeats`` calls after ``warmup``: what a machine can do at best, for a ceiling."""
+    return min(call_seconds(fn, repeats, warmup))
