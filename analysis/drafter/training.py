@@ -261,10 +261,11 @@ def epoch_batches(lengths: Sequence[int], size: int, window: int, gen: torch.Gen
     (0: not sorted), cut into batches, the batches shuffled. Runs of a batch have similar lengths, so little of
     it is padding, and every window is a random draw of the whole set."""
     order = torch.randperm(len(lengths), generator=gen).tolist()
-    if window > 1:
-        order = [order[i] for i in sorted_within_windows([lengths[j] for j in order], window)]
+    if window <= 1:
+        return [order[k:k + size] for k in range(0, len(order), size)]
+    order = [order[i] for i in sorted_within_windows([lengths[j] for j in order], window)]
     batches = [order[k:k + size] for k in range(0, len(order), size)]
-    return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()] if window > 1 else batches
+    return [batches[i] for i in torch.randperm(len(batches), generator=gen).tolist()]
 
 
 def train_drafter(drafter: Drafter, examples: Sequence[DrafterExample], variant: Variant, epochs: int = 3,

@@ -104,20 +104,31 @@ def step_seconds(flops: float, gflops: float, nbytes: float, gbs: float) -> floa
     return max(flops / (gflops * 1e9), nbytes / (gbs * 1e9))
 
 
+def roofline_steps(shape: DecoderShape, m: Machine, itemsize: int, prompt: float, answer: int,
+                   rows: int) -> dict[str, float]:
+    """Roofline seconds of a batch-1 decode step, of a ``rows``-row decode step per row (both at the context of
+    the middle of an ``answer`` after a ``prompt``) and of a prefill token: the keys of :func:`measured_steps`."""
+    context = prompt + answer / 2
+    weights = shape.weight_params() * itemsize
+    kv = shape.kv_bytes_per_token(context, itemsize)
+    return {"loop step": step_seconds(shape.flops_per_token(context), m.gflops_1, weights + kv, m.gbs),
+            "engine step per row": step_seconds(rows * shape.flops_per_token(context), m.gflops_rows,
+                                                weights + rows * kv, m.gbs) / rows,
+            "prefill token": shape.flops_per_token(prompt / 2) / (m.gflops_prefill * 1e9)}
+
+
+def answer_rate(steps: dict[str, float], decode: str, prompt_per_answer: float) -> float:
+    """Answer tokens/s when each costs one ``decode`` step of ``steps`` and ``prompt_per_answer`` prefill tokens."""
+    return 1 / (steps[decode] + prompt_per_answer * steps["prefill token"])
+
+
 def ceilings(shape: DecoderShape, m: Machine, itemsize: int, prompt_per_answer: float, answer: int,
              rows: int) -> dict[str, float]:
     """Roofline tokens/s of the loop and the engine, and the speedup ceiling, on a workload of ``answer`` tokens
     after prompts of ``prompt_per_answer * answer`` tokens."""
-    prompt = prompt_per_answer * answer
-    context = prompt + answer / 2
-    weights = shape.weight_params() * itemsize
-    loop_decode = step_seconds(shape.flops_per_token(context), m.gflops_1,
-                               weights + shape.kv_bytes_per_token(context, itemsize), m.gbs)
-    prefill_token = shape.flops_per_token(prompt / 2) / (m.gflops_prefill * 1e9)
-    loop = 1 / (loop_decode + prompt_per_answer * prefill_token)
-    engine_decode = step_seconds(rows * shape.flops_per_token(context), m.gflops_rows,
-                                 weights + rows * shape.kv_bytes_per_token(context, itemsize), m.gbs) / rows
-    engine = 1 / (engine_decode + prompt_per_answer * prefill_token)
+    steps = roofline_steps(shape, m, itemsize, prompt_per_answer * answer, answer, rows)
+    loop = answer_rate(steps, "loop step", prompt_per_answer)
+    engine = answer_rate(steps, "engine step per row", prompt_per_answer)
     return {"loop": loop, "engine": engine, "ratio": engine / loop}
 
 
@@ -167,16 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         lines.append(f"matmul GFLOP/s at 1 / {args.rows} / 512 rows: {m.gflops_1:.1f} / {m.gflops_rows:.1f} / "
                      f"{m.gflops_prefill:.1f}; read bandwidth {m.gbs:.1f} GB/s")
         prompt = round(args.prompt_per_answer * args.answer)
-        context = prompt + args.answer / 2
-        predicted = {
-            "loop step": step_seconds(shape.flops_per_token(context), m.gflops_1,
-                                      shape.weight_params() * itemsize
-                                      + shape.kv_bytes_per_token(context, itemsize), m.gbs),
-            "engine step per row": step_seconds(args.rows * shape.flops_per_token(context), m.gflops_rows,
-                                                shape.weight_params() * itemsize
-                                                + args.rows * shape.kv_bytes_per_token(context, itemsize),
-                                                m.gbs) / args.rows,
-            "prefill token": shape.flops_per_token(prompt / 2) / (m.gflops_prefill * 1e9)}
+        predicted = roofline_steps(shape, m, itemsize, prompt, args.answer, args.rows)
         measured = {} if args.no_model else measured_steps(target, args.rows, prompt)
         lines.append("| | roofline ms | measured ms (model forward) | measured / roofline |")
         lines.append("|---|---|---|---|")
@@ -184,8 +186,8 @@ def main(argv: list[str] | None = None) -> None:
             got = measured.get(k)
             lines.append(f"| {k} | {v * 1e3:.2f} | " + (f"{got * 1e3:.2f} | {got / v:.1f}x |" if got else "- | - |"))
         if measured:  # the loop as it runs here: the speedup's denominator is the real loop, not its roofline
-            loop = 1 / (measured["loop step"] + args.prompt_per_answer * measured["prefill token"])
-            forward = 1 / (measured["engine step per row"] + args.prompt_per_answer * measured["prefill token"])
+            loop = answer_rate(measured, "loop step", args.prompt_per_answer)
+            forward = answer_rate(measured, "engine step per row", args.prompt_per_answer)
             c = {**c, "loop measured": loop, "engine forward": forward, "ratio": c["engine"] / loop}
         lines.append(f"roofline tokens/s: loop {c['loop']:.1f}, engine {c['engine']:.1f} (answer tokens, "
                      f"{args.prompt_per_answer} prompt tokens each)"
