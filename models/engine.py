@@ -105,8 +105,9 @@ class EngineStats:
 
 
 @dataclass
-class _Row:
-    """A request in flight: its sampled tokens, generator and the features gathered so far."""
+class Row:
+    """A request in flight: its sampled tokens, generator and the features gathered so far; ``position`` is the
+    position of its last sampled token (the next one fed)."""
 
     index: int
     prompt_ids: list[int]
@@ -170,16 +171,17 @@ def auto_batch_size(target: TargetModel, max_len: int, n_layers: int, fraction: 
     return max(1, min(rows, MAX_AUTO_BATCH.get(target.device.type, 64)))
 
 
-class _Batch:
-    """The running batch: rows, their left-padded attention mask ``[B, L]`` and the slot KV cache."""
+class RunningBatch:
+    """The running batch: rows, their left-padded attention mask ``[B, L]`` and the slot KV cache (made by
+    :meth:`BatchedEngine.running_batch`)."""
 
     def __init__(self, num_layers: int, slots: int, trim_columns: int = 64) -> None:
-        self.rows: list[_Row] = []
+        self.rows: list[Row] = []
         self.mask: torch.Tensor | None = None
         self.cache = SlotCache(num_layers, slots)
         self.trim_columns = trim_columns
 
-    def merge(self, rows: list[_Row], mask: torch.Tensor, prefilled: DynamicCache) -> None:
+    def merge(self, rows: list[Row], mask: torch.Tensor, prefilled: DynamicCache) -> None:
         """Append freshly prefilled rows; the shorter side is left-padded to the common cache length."""
         old = self.cache.length
         self.cache.add_rows(prefilled)
@@ -250,7 +252,7 @@ class BatchedEngine:
         size = self._resolve_batch_size(max(len(p) + b for p, b in zip(prompts, budgets)))
         refill = self.refill or max(1, size // 4)
         waiting = sorted_within_windows([len(p) for p in prompts], window=ADMISSION_WINDOW * size)
-        batch, teacher_queue = _Batch(self.target.num_layers, size), []
+        batch, teacher_queue = RunningBatch(self.target.num_layers, size), []
         self.stats = EngineStats()
         while waiting or batch.rows:
             free = size - len(batch.rows)
@@ -274,14 +276,51 @@ class BatchedEngine:
             if on_step:
                 on_step(self.stats)
 
-    def _new_row(self, index: int, prompt: Sequence[int], settings: GenerationSettings, budget: int) -> _Row:
+    def _new_row(self, index: int, prompt: Sequence[int], settings: GenerationSettings, budget: int) -> Row:
         gen = torch.Generator(device=self.target.device).manual_seed(settings.seed)
-        return _Row(index=index, prompt_ids=list(prompt), settings=settings, budget=budget, generator=gen,
-                    position=len(prompt), started=time.perf_counter())
+        return Row(index=index, prompt_ids=list(prompt), settings=settings, budget=budget, generator=gen,
+                   position=len(prompt), started=time.perf_counter())
 
-    def _prefill(self, rows: list[_Row]) -> tuple[torch.Tensor, DynamicCache]:
-        """Run the rows' prompts (left-padded) into a fresh cache; record prompt features, sample token 1."""
-        ids, mask = left_pad([r.prompt_ids for r in rows])
+    # Serving one request at a time (lenscope.analysis.scheduler.live_server): the caller decides, at every
+    # iteration, which rows join, which decode and which are evicted.
+    def new_row(self, index: int, prompt: Sequence[int], settings: GenerationSettings) -> Row:
+        """A request not yet prefilled (ValueError when its prompt leaves no room to answer)."""
+        return self._new_row(index, prompt, settings, token_budget(self.target, len(prompt), settings.max_new_tokens))
+
+    def running_batch(self, size: int) -> RunningBatch:
+        """An empty batch of at most ``size`` rows."""
+        return RunningBatch(self.target.num_layers, size)
+
+    def admit(self, batch: RunningBatch, rows: list[Row]) -> list[Row]:
+        """Prefill ``rows`` in groups of similar length (an evicted row recomputes its prompt and the tokens it had
+        generated), sample each one's next token and add the unfinished ones to ``batch``; returns the rows that
+        this token finished. Only without features (``features="none"``)."""
+        if self.features != "none":
+            raise ValueError("serving requests one by one needs an engine without features (features='none')")
+        lengths = [len(r.prompt_ids) + len(r.output_ids) for r in rows]
+        finished = []
+        for group in group_by_length(lengths, self.prefill_tokens, spread=1.25):
+            part = [rows[k] for k in group]
+            for k in group:
+                rows[k].position = lengths[k]
+            batch.merge(part, *self._prefill(part))
+            finished += [r for r in part if r.done]
+        self.evict(batch, finished)
+        return finished
+
+    def decode_step(self, batch: RunningBatch) -> list[Row]:
+        """One token for every row of ``batch``; returns (and removes) the rows it finished."""
+        return self._step(batch)
+
+    def evict(self, batch: RunningBatch, rows: list[Row]) -> None:
+        """Drop ``rows`` and their KV cache from ``batch`` (they keep their tokens and generator)."""
+        if rows:
+            batch.keep([k for k, r in enumerate(batch.rows) if not any(r is x for x in rows)])
+
+    def _prefill(self, rows: list[Row]) -> tuple[torch.Tensor, DynamicCache]:
+        """Run the rows' prompts and any tokens they already generated (left-padded) into a fresh cache; record
+        prompt features, sample the next token."""
+        ids, mask = left_pad([r.prompt_ids + r.output_ids for r in rows])
         cache = DynamicCache()
         final, hidden = self.target.decode(ids, mask, positions_from_mask(mask), self.layers, cache)
         logits = self.target.next_token_logits(final[:, -1])
@@ -294,7 +333,7 @@ class BatchedEngine:
         self._sample(rows, logits)
         return mask.to(self.target.device), cache
 
-    def _step(self, batch: _Batch) -> list[_Row]:
+    def _step(self, batch: RunningBatch) -> list[Row]:
         """Feed every row its last token; record features; sample; return the rows that are complete."""
         rows = batch.rows
         ids = torch.tensor([[r.output_ids[-1]] for r in rows])
@@ -319,7 +358,7 @@ class BatchedEngine:
         batch.keep([k for k, c in enumerate(complete) if not c])
         return [r for r, c in zip(rows, complete) if c]
 
-    def _sample(self, rows: list[_Row], logits: torch.Tensor) -> None:
+    def _sample(self, rows: list[Row], logits: torch.Tensor) -> None:
         """Append one token to each row: inverse-CDF sampling with one uniform from the row's own generator
         (greedy at temperature 0), batched over rows."""
         if not rows:
@@ -338,14 +377,14 @@ class BatchedEngine:
             self.stats.tokens += 1
             row.done = token in self.target.stop_ids or len(row.output_ids) >= row.budget
 
-    def _finish(self, row: _Row, features: SequenceFeatures | None) -> Generation:
+    def _finish(self, row: Row, features: SequenceFeatures | None) -> Generation:
         text = self.target.tokenizer.decode(row.output_ids, skip_special_tokens=True)
         return Generation(prompt_len=len(row.prompt_ids), features=features, text=text,
                           finished=row.output_ids[-1] in self.target.stop_ids, settings=row.settings.as_dict(),
                           duration_s=time.perf_counter() - row.started, output_ids=row.output_ids,
                           content_start=self.target.content_start(row.prompt_ids, row.settings.system_prompt))
 
-    def _decode_features(self, row: _Row) -> SequenceFeatures | None:
+    def _decode_features(self, row: Row) -> SequenceFeatures | None:
         if self.features == "none":
             return None
         summaries, states = zip(*row.parts)
@@ -354,7 +393,7 @@ class BatchedEngine:
         hidden = {layer: torch.cat([s[layer] for s in states]) for layer in self.layers}
         return self.target.make_features(row.prompt_ids + row.output_ids, summary, hidden)
 
-    def _teacher_features(self, rows: list[_Row]) -> Iterator[tuple[int, Generation]]:
+    def _teacher_features(self, rows: list[Row]) -> Iterator[tuple[int, Generation]]:
         feats = self.target.features([r.prompt_ids + r.output_ids for r in rows], self.layers,
                                      max_tokens=self.prefill_tokens)
         for row, f in zip(rows, feats):

@@ -8,6 +8,7 @@ states of the recorded layers) come from :meth:`TargetModel.decode`, which both 
 from __future__ import annotations
 
 import hashlib
+import platform
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -81,6 +82,20 @@ def pick_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, else the CPU's model name with torch's thread count."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
+                 platform.processor() or platform.machine())
+    threads = torch.get_num_threads()
+    return f"{model} ({threads} thread{'s' if threads != 1 else ''})"
 
 
 @dataclass

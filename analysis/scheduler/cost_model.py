@@ -178,3 +178,24 @@ def fit_cost_model(profile: pd.DataFrame, model: str, hardware: str, tensor_para
                      kv_transfer_base_s=base.kv_transfer_base_s,
                      kv_transfer_per_token_s=base.kv_transfer_per_token_s)
     return Calibration(cost=cost, prefill_mape=pre_err, decode_mape=dec_err, n_rows=len(rows))
+
+
+def fit_iterations(iterations: pd.DataFrame, base: CostModel = DEFAULT_COST) -> Calibration:
+    """Fit non-negative prefill and decode coefficients to a log of measured iterations (a live run's segments:
+    ``kind``, ``start_s``, ``end_s``, ``batch_size``, ``tokens``, ``kv_tokens``). Prefill: ``a + b*tokens +
+    c*sequences``; decode: ``a + c*sequences + d*context`` (``kv_tokens``). KV-transfer costs are kept from
+    ``base``. ValueError unless both kinds have at least 3 iterations."""
+    seconds = (iterations["end_s"] - iterations["start_s"]).to_numpy(float)
+    coefficients, errors = {}, {}
+    for kind, columns in (("prefill", ("tokens", "batch_size")), ("decode", ("batch_size", "kv_tokens"))):
+        rows = (iterations["kind"] == kind).to_numpy() & (seconds > 0)
+        if rows.sum() < 3:
+            raise ValueError(f"fitting a cost model needs at least 3 {kind} iterations, not {int(rows.sum())}")
+        features = np.column_stack([np.ones(rows.sum())] + [iterations.loc[rows, c].to_numpy(float)
+                                                           for c in columns])
+        coefficients[kind], errors[kind] = _nnls_fit(features, seconds[rows])
+    (pa, pb, pc), (da, dc, dd) = ([float(x) for x in coefficients[k]] for k in ("prefill", "decode"))
+    cost = CostModel(prefill=LinearCost(a=pa, b=pb, c=pc, d=0.0), decode=LinearCost(a=da, b=0.0, c=dc, d=dd),
+                     kv_transfer_base_s=base.kv_transfer_base_s, kv_transfer_per_token_s=base.kv_transfer_per_token_s)
+    return Calibration(cost=cost, prefill_mape=errors["prefill"], decode_mape=errors["decode"],
+                       n_rows=len(iterations))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import random
 import tempfile
 import time
@@ -45,7 +44,7 @@ from lenscope.jobs.predictors.catalog import shipped_predictor
 from lenscope.jobs.runs.datasets import with_splits
 from lenscope.jobs.runs.generations import import_generations, import_records, read_generations
 from lenscope.models.drafter import Drafter
-from lenscope.models.target import TargetModel
+from lenscope.models.target import TargetModel, device_name
 from lenscope.store.settings import SHIPPED_DATA
 from lenscope.store.store import Store
 
@@ -101,20 +100,6 @@ class Check:
     splits: list[str]
     store: Store
     sizes: Sizes
-
-
-def device_name(device: torch.device) -> str:
-    """The GPU's name, else the CPU's model name with torch's thread count."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        lines = []
-    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")),
-                 platform.processor() or platform.machine())
-    threads = torch.get_num_threads()
-    return f"{model} ({threads} thread{'s' if threads != 1 else ''})"
 
 
 def study_splits(records: list[dict]) -> list[str]:

@@ -1,0 +1,237 @@
+"""A real serving loop: the target model answers requests that arrive on a trace's clock, under the simulator's
+queue policies and with the simulator's iteration semantics, so the two can be compared request by request.
+
+One colocated instance with continuous batching (:class:`~lenscope.analysis.scheduler.instances.ContinuousInstance`
+is its simulated twin): at every iteration boundary the requests that arrived join the wait queue (ordered by the
+queue policy on the predictor's lengths); with ``preemptive`` the head of the queue may evict running requests with
+a worse key (TRAIL's guard, :mod:`~lenscope.analysis.scheduler.preemption`), which recompute their prompt and tokens
+on re-admission; waiting requests are admitted in policy order while the batch cap and the prefill token budget
+allow and prefilled together (each one's first token at the end of that iteration); otherwise every running request
+decodes one token. Preemption is considered when the simulator considers it: after an arrival, a completion or a
+prefill. The instance has no paged KV limit (give the simulator a capacity that never binds).
+
+The clock is pluggable: :class:`WallClock` serves in real time; :class:`CostClock` advances by the cost model per
+iteration instead, which makes a live run reproduce the simulator exactly (how the tests check the semantics).
+The result is a :class:`~lenscope.analysis.scheduler.engine.SimResult`, so every metric and figure of the simulator
+reads a live run the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+from lenscope.analysis.core.progress import Progress, no_progress
+from lenscope.analysis.scheduler.cost_model import CostModel
+from lenscope.analysis.scheduler.engine import SimConfig, SimResult
+from lenscope.analysis.scheduler.policies import RequestView, WaitQueue
+from lenscope.analysis.scheduler.predictors import Predictor
+from lenscope.analysis.scheduler.preemption import preemptible
+from lenscope.analysis.scheduler.registry import QUEUE_POLICIES
+from lenscope.models.engine import BatchedEngine, GenerationSettings
+
+SEGMENT_COLUMNS = ["instance", "role", "kind", "start_s", "end_s", "batch_size", "kv_tokens", "tokens"]
+
+
+@dataclass(frozen=True)
+class LiveRequest:
+    """A request of a live run: its prompt (token ids), when it arrives (seconds from the start) and its sampling
+    settings (the seed fixes its answer)."""
+
+    prompt_ids: tuple[int, ...]
+    arrival_s: float
+    settings: GenerationSettings
+
+
+class Clock(Protocol):
+    """Time of a live run, in seconds from its start."""
+
+    def start(self) -> None: ...
+    def now(self) -> float: ...
+    def wait_until(self, t: float) -> None: ...
+    def iteration(self, kind: str, tokens: int, size: int, context: int) -> None: ...
+
+
+class WallClock:
+    """Real time: iterations take what they take, idle waits sleep."""
+
+    def __init__(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def now(self) -> float:
+        return time.perf_counter() - self._t0
+
+    def wait_until(self, t: float) -> None:
+        time.sleep(max(0.0, t - self.now()))
+
+    def iteration(self, kind: str, tokens: int, size: int, context: int) -> None:
+        """Real time has passed by itself."""
+
+
+class CostClock:
+    """Model time: each iteration lasts what ``cost`` says (the simulator's clock), idle waits jump."""
+
+    def __init__(self, cost: CostModel) -> None:
+        self.cost, self.t = cost, 0.0
+
+    def start(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def wait_until(self, t: float) -> None:
+        self.t = max(self.t, t)
+
+    def iteration(self, kind: str, tokens: int, size: int, context: int) -> None:
+        phase = self.cost.prefill if kind == "prefill" else self.cost.decode
+        self.t += phase.step_s(tokens, size, context)
+
+
+def check_live_config(config: SimConfig) -> None:
+    """ValueError unless ``config`` is what the live server runs: one colocated instance, continuous batching,
+    without chunked prefill or prefix caching."""
+    if (config.mode, config.n_decode, config.batching) != ("colocated", 1, "continuous"):
+        raise ValueError("the live server runs one colocated instance with continuous batching "
+                         f"(mode='colocated', n_decode=1), not {config.label()}")
+    if config.chunk_tokens or config.prefix_cache_tokens:
+        raise ValueError("the live server has no chunked prefill and no prefix cache")
+
+
+class LiveServer:
+    """Serves ``requests`` on ``engine`` (without features) under ``config``'s queue policy with ``predictor``'s
+    lengths (indexed like ``requests``); :meth:`run` returns the per-request timings."""
+
+    def __init__(self, engine: BatchedEngine, requests: Sequence[LiveRequest], predictor: Predictor,
+                 config: SimConfig, clock: Clock | None = None) -> None:
+        check_live_config(config)
+        if not requests:
+            raise ValueError("a live run needs at least one request")
+        self.engine, self.requests, self.predictor, self.config = engine, list(requests), predictor, config
+        self.clock = clock or WallClock()
+        self.policy = QUEUE_POLICIES.make(config.queue)
+        n = len(self.requests)
+        self.arrival = np.array([r.arrival_s for r in self.requests], dtype=float)
+        self.rows = [engine.new_row(i, r.prompt_ids, r.settings) for i, r in enumerate(self.requests)]
+        self.predicted = np.array([float(predictor.static(i)) for i in range(n)])
+        self.first_token = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.admitted_s = np.full(n, np.nan)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.segments: list[tuple] = []
+
+    def view(self, i: int) -> RequestView:
+        generated = len(self.rows[i].output_ids)
+        return RequestView(i, float(self.arrival[i]), len(self.requests[i].prompt_ids), generated,
+                           float(self.predicted[i]), float(self.predictor.remaining(i, generated)))
+
+    def run(self, on_progress: Progress = no_progress) -> SimResult:
+        started = time.perf_counter()
+        n, clock, cfg = len(self.rows), self.clock, self.config
+        order = np.argsort(self.arrival, kind="stable").tolist()
+        waiting = WaitQueue(self.policy, cfg.aging_s)
+        batch = self.engine.running_batch(cfg.max_batch_size)
+        next_arrival, done, event = 0, 0, False
+        clock.start()
+        while done < n:
+            now = clock.now()
+            while next_arrival < n and self.arrival[order[next_arrival]] <= now:
+                waiting.push(self.view(order[next_arrival]))
+                next_arrival, event = next_arrival + 1, True
+            if not batch.rows and not len(waiting):
+                clock.wait_until(float(self.arrival[order[next_arrival]]))
+                continue
+            if cfg.preemptive and event and len(waiting) and batch.rows:
+                self._preempt_for(waiting, batch, now)
+            admitted = self._admit(waiting, batch, now)
+            if admitted:
+                tokens = sum(len(self.rows[i].prompt_ids) + len(self.rows[i].output_ids) for i in admitted)
+                finished = self.engine.admit(batch, [self.rows[i] for i in admitted])
+                clock.iteration("prefill", tokens, len(admitted), 0)
+                end = clock.now()
+                for i in admitted:
+                    if self.first_token[i] != self.first_token[i]:  # NaN: its first token
+                        self.first_token[i] = end
+                self._record("prefill", now, end, len(admitted), tokens, tokens)
+                event = True
+            else:
+                size = len(batch.rows)
+                context = sum(len(r.prompt_ids) + len(r.output_ids) for r in batch.rows)
+                finished = self.engine.decode_step(batch)
+                clock.iteration("decode", size, size, context)
+                end = clock.now()
+                self._record("decode", now, end, size, context, size)
+                event = bool(finished)
+            for row in finished:
+                self.finish[row.index] = end
+            done += len(finished)
+            if finished:
+                on_progress(done, n, "requests")
+        return self._result(time.perf_counter() - started)
+
+    def _admit(self, waiting: WaitQueue, batch, now: float) -> list[int]:
+        """Pop waiting requests in policy order while the batch cap and the prefill token budget allow."""
+        cfg, admitted, tokens = self.config, [], 0
+        while len(waiting) and len(batch.rows) + len(admitted) < cfg.max_batch_size:
+            i = waiting.peek(now)
+            context = len(self.requests[i].prompt_ids) + len(self.rows[i].output_ids)
+            if admitted and tokens + context > cfg.max_prefill_tokens:
+                break
+            waiting.pop(now)
+            if self.admitted_s[i] != self.admitted_s[i]:
+                self.admitted_s[i] = now
+            admitted.append(i)
+            tokens += context
+        return admitted
+
+    def _preempt_for(self, waiting: WaitQueue, batch, now: float) -> None:
+        """Evict running requests with worse keys than the head of the queue when the batch is full (the
+        simulator's rule, :meth:`ContinuousInstance._victims`)."""
+        slots = len(batch.rows) + 1 - self.config.max_batch_size
+        if slots <= 0:
+            return
+        head_key = self.policy.key(self.view(waiting.peek(now)))
+        running = np.array([r.index for r in batch.rows], dtype=np.int64)
+        generated = np.array([len(r.output_ids) for r in self.rows], dtype=np.int64)
+        allowed = preemptible(running, generated, self.predicted, self.preemptions, self.config).tolist()
+        ranked = sorted(((self.policy.key(self.view(i)), self.arrival[i], i) for i in allowed), reverse=True)
+        victims = [i for key, _, i in ranked if key > head_key][:slots]
+        if len(victims) < slots:
+            return
+        self.engine.evict(batch, [self.rows[i] for i in victims])
+        for i in victims:
+            self.preemptions[i] += 1
+            waiting.push(self.view(i))
+
+    def _record(self, kind: str, start: float, end: float, size: int, kv_tokens: int, tokens: int) -> None:
+        self.segments.append((0, "decode", kind, start, end, size, kv_tokens, tokens))
+
+    def _result(self, wall_s: float) -> SimResult:
+        n = len(self.rows)
+        requests = pd.DataFrame({
+            "rid": np.arange(n), "arrival_s": self.arrival,
+            "prompt_tokens": [len(r.prompt_ids) for r in self.requests],
+            "output_tokens": [len(r.output_ids) for r in self.rows], "predicted_tokens": self.predicted,
+            "first_token_s": self.first_token, "finish_s": self.finish, "admitted_s": self.admitted_s,
+            "decode_instance": np.zeros(n, dtype=np.int64), "preemptions": self.preemptions,
+            "cached_tokens": np.zeros(n, dtype=np.int64),
+            "finished": [bool(r.output_ids) and r.output_ids[-1] in self.engine.target.stop_ids for r in self.rows],
+        })
+        segments = pd.DataFrame(self.segments, columns=SEGMENT_COLUMNS)
+        return SimResult(requests=requests, segments=segments, batches=pd.DataFrame(columns=["size", "sum_len",
+                                                                                             "max_len"]),
+                         config=self.config, wall_s=wall_s)
+
+
+def serve(engine: BatchedEngine, requests: Sequence[LiveRequest], predictor: Predictor, config: SimConfig,
+          clock: Clock | None = None, on_progress: Progress = no_progress) -> SimResult:
+    """Serve ``requests`` for real (see module docstring)."""
+    return LiveServer(engine, requests, predictor, config, clock).run(on_progress)

@@ -1,0 +1,242 @@
+"""Live serving: the embedded model serves held-out study prompts under each policy for real, and the simulator,
+calibrated from a profile of the same engine, replays the same requests with the same predictions.
+
+Requests are shipped study runs (their prompts and sampling settings, so the answers are the study's, generated
+again), drawn from finished chat answers of at most ``max_output`` tokens; predictions are the shipped out-of-fold
+predictions (each run predicted by a model that never saw its fold) or the oracle (the study's lengths). The cost
+model is fitted to a profile of the same engine on other study prompts, served all at once (a flood, so batches of
+every size occur). Loads are fractions of the capacity that cost model gives for these requests
+(:func:`~lenscope.jobs.scheduler.replay.stage_capacity`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from lenscope.analysis.core.progress import Progress, no_progress
+from lenscope.analysis.scheduler.cost_model import Calibration, fit_iterations
+from lenscope.analysis.scheduler.engine import SimConfig, SimResult, simulate
+from lenscope.analysis.scheduler.live_server import LiveRequest, serve
+from lenscope.analysis.scheduler.metrics import LATENCIES, PERCENTILES, request_latencies, summarize
+from lenscope.analysis.scheduler.predictors import ConstantPredictor, OraclePredictor, Predictor, StoredPredictor
+from lenscope.analysis.scheduler.traces import poisson_retime
+from lenscope.jobs.runs.generations import read_generations
+from lenscope.jobs.runs.table import SHIPPED_STUDY
+from lenscope.jobs.scheduler.replay import stage_capacity
+from lenscope.jobs.study.shipped import shipped_study
+from lenscope.models.engine import BatchedEngine, GenerationSettings
+from lenscope.models.target import TargetModel
+
+ORACLE = "oracle"
+DEFAULT_PREDICTOR = "EGTP head (egtp pooling)"
+# Offered load as a fraction of the estimated capacity: light (queues rare) and heavy (queues form).
+LOADS = {"light": 0.4, "heavy": 0.95}
+CLASSES = ("all", "short", "long")
+
+
+@dataclass(frozen=True)
+class LivePolicy:
+    """A queue policy on a predictor's lengths (FCFS reads none); SRPT preempts (TRAIL's preemptive SRPT)."""
+
+    queue: str
+    predictor: str = DEFAULT_PREDICTOR
+
+    @property
+    def preemptive(self) -> bool:
+        return self.queue == "srpt"
+
+    @property
+    def label(self) -> str:
+        if self.queue == "fcfs":
+            return "FCFS"
+        by = "oracle" if self.predictor == ORACLE else self.predictor
+        return f"{self.queue.upper()}{' (preemptive)' if self.preemptive else ''} on {by}"
+
+
+DEFAULT_POLICIES = (LivePolicy("fcfs"), LivePolicy("sjf"), LivePolicy("srpt"), LivePolicy("sjf", ORACLE))
+
+
+@dataclass(frozen=True)
+class LiveSetup:
+    """What a live comparison serves: ``requests`` drawn (``seed``) from the study's finished chat answers of at most
+    ``max_output`` tokens with prompts of at most ``max_prompt``, ``calibration`` others for the profile, a batch cap
+    of ``batch`` rows, Poisson arrivals (seeded) and answers cut at ``max_new_tokens`` should one run longer than
+    the study's."""
+
+    requests: int = 40
+    calibration: int = 24
+    max_output: int = 160
+    max_prompt: int = 384
+    batch: int = 8
+    max_new_tokens: int = 320
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.requests < 4 or self.calibration < 2 * self.batch or self.batch < 1:
+            raise ValueError("a live comparison needs at least 4 requests, a batch of at least 1 and at least twice "
+                             "the batch of calibration requests")
+        if self.max_new_tokens < self.max_output:
+            raise ValueError("max_new_tokens must be at least max_output")
+
+
+def config_for(setup: LiveSetup, policy: LivePolicy, calibration: Calibration) -> SimConfig:
+    """The instance both the server and the simulator run: one colocated instance, continuous batching, a KV cache
+    that never binds (the real engine has no paged limit)."""
+    return SimConfig(mode="colocated", n_prefill=0, n_decode=1, max_batch_size=setup.batch, queue=policy.queue,
+                     preemptive=policy.preemptive, kv_capacity_tokens=1 << 24, max_prefill_tokens=2048,
+                     cost=calibration.cost)
+
+
+def study_pool() -> pd.DataFrame:
+    """Shipped study runs with their prompt ids and settings, matched to the generation records by conversation,
+    prompt and answer length (runs whose match is ambiguous, RL samples of the same length, are left out)."""
+    study = shipped_study()
+    if study is None:
+        raise ValueError("live serving needs the shipped study (data/results); `git checkout data/results`")
+    runs = study.runs()
+    _, records = read_generations(SHIPPED_STUDY)
+    recs = pd.DataFrame({"source": [r["source"] for r in records],
+                         "conversation": [r["ref"].rsplit("_", 1)[0] for r in records],
+                         "prompt_tokens": [len(r["prompt_ids"]) for r in records],
+                         "output_tokens": [len(r["output_ids"]) for r in records],
+                         "prompt_ids": [tuple(r["prompt_ids"]) for r in records],
+                         "settings": [r["settings"] for r in records]})
+    runs = runs.assign(conversation=runs["task"].str.split(":", n=1).str[1])
+    keys = ["source", "conversation", "prompt_tokens", "output_tokens"]
+    unique = recs.drop_duplicates(keys, keep=False)
+    return runs.drop_duplicates(keys, keep=False).merge(unique, on=keys, how="inner")
+
+
+def draw_requests(setup: LiveSetup) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(evaluation runs, calibration runs): disjoint draws of finished chat answers within the setup's limits,
+    the evaluation runs never sharing a conversation with the calibration runs."""
+    pool = study_pool()
+    pool = pool[(pool["scenario"] == "chat") & pool["finished"] & (pool["output_tokens"] <= setup.max_output)
+                & (pool["prompt_tokens"] <= setup.max_prompt)]
+    conversations = pool["conversation"].drop_duplicates().sample(frac=1.0, random_state=setup.seed).tolist()
+    need = setup.requests + setup.calibration
+    if len(conversations) < need:
+        raise ValueError(f"only {len(conversations)} study conversations fit the limits, {need} are needed")
+    first = pool.drop_duplicates("conversation").set_index("conversation").loc[conversations[:need]].reset_index()
+    return first.iloc[:setup.requests].reset_index(drop=True), first.iloc[setup.requests:].reset_index(drop=True)
+
+
+def live_requests(runs: pd.DataFrame, arrivals: Sequence[float], setup: LiveSetup) -> list[LiveRequest]:
+    """The runs as requests arriving at ``arrivals``, with their study settings (answers cut at the setup's cap)."""
+    requests = []
+    for (_, run), at in zip(runs.iterrows(), arrivals):
+        s = run["settings"]
+        settings = GenerationSettings(max_new_tokens=min(int(s["max_new_tokens"]), setup.max_new_tokens),
+                                      temperature=float(s["temperature"]), top_p=float(s["top_p"]),
+                                      seed=int(s["seed"]), system_prompt=s.get("system_prompt", "default"))
+        requests.append(LiveRequest(tuple(run["prompt_ids"]), float(at), settings))
+    return requests
+
+
+def predictor_for(name: str, runs: pd.DataFrame) -> Predictor:
+    """The oracle (the study's lengths) or a shipped predictor's out-of-fold predictions of ``runs``."""
+    if name == ORACLE:
+        return OraclePredictor(runs["output_tokens"].to_numpy(float))
+    oof = shipped_study().out_of_fold()
+    mine = oof[oof["predictor"] == name]
+    if mine.empty:
+        raise ValueError(f"the shipped study has no out-of-fold predictions of {name!r}; choose one of "
+                         f"{sorted(oof['predictor'].unique())}")
+    return StoredPredictor(runs["run_id"].to_numpy(), mine)
+
+
+def predictor_names() -> list[str]:
+    """The oracle and every predictor with shipped out-of-fold predictions."""
+    return [ORACLE, *sorted(shipped_study().out_of_fold()["predictor"].unique())]
+
+
+def profile_engine(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup,
+                   on_progress: Progress = no_progress) -> tuple[Calibration, SimResult]:
+    """Serve ``runs`` all at once (FCFS) and fit the cost model to the measured iterations."""
+    config = config_for(setup, LivePolicy("fcfs"), Calibration(SimConfig().cost, 0.0, 0.0, 0))
+    result = serve(engine, live_requests(runs, [0.0] * len(runs), setup), ConstantPredictor(1.0), config,
+                   on_progress=on_progress)
+    return fit_iterations(result.segments), result
+
+
+def capacity_qps(runs: pd.DataFrame, setup: LiveSetup, calibration: Calibration) -> float:
+    """Requests per second the calibrated instance serves at full batches of these runs' mean lengths."""
+    return stage_capacity(runs[["prompt_tokens", "output_tokens"]],
+                          config_for(setup, LivePolicy("fcfs"), calibration))[0]
+
+
+def arrivals(runs: pd.DataFrame, qps: float, seed: int) -> np.ndarray:
+    """Poisson arrivals at ``qps`` (the first at 0)."""
+    return poisson_retime(runs[["prompt_tokens", "output_tokens"]], qps, seed)["arrival_s"].to_numpy()
+
+
+def simulated(real: SimResult, predictor: Predictor) -> SimResult:
+    """The simulator's replay of a live run: the same arrivals, prompts, answer lengths, predictions and config."""
+    trace = real.requests[["arrival_s", "prompt_tokens", "output_tokens"]]
+    return simulate(trace, predictor, real.config)
+
+
+def latency_errors(real: SimResult, sim: SimResult) -> pd.DataFrame:
+    """Per request class, latency and percentile: the real and simulated values and the simulator's relative error
+    ((sim - real) / real). Both runs share their requests' lengths, hence their classes."""
+    r, s = request_latencies(real), request_latencies(sim)
+    rows = []
+    for group in CLASSES:
+        pick = (lambda f: f) if group == "all" else (lambda f, g=group: f[r["length_class"] == g])
+        for metric in LATENCIES:
+            rv, sv = pick(r)[metric].dropna().to_numpy(), pick(s)[metric].dropna().to_numpy()
+            for p in PERCENTILES:
+                a, b = float(np.percentile(rv, p)), float(np.percentile(sv, p))
+                rows.append({"class": group, "metric": metric.removesuffix("_s"), "percentile": f"P{p}",
+                             "real_s": a, "sim_s": b, "error": (b - a) / a if a > 0 else float("nan"),
+                             "requests": len(rv)})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class LiveRun:
+    """One policy at one load: the live run, the simulator's replay and the errors."""
+
+    load: str
+    qps: float
+    policy: LivePolicy
+    real: SimResult
+    sim: SimResult
+    study_tokens: np.ndarray
+
+    def errors(self) -> pd.DataFrame:
+        return latency_errors(self.real, self.sim)
+
+    def summary(self) -> dict:
+        real, sim = summarize(self.real), summarize(self.sim)
+        return {"load": self.load, "qps": self.qps, "policy": self.policy.label,
+                "real_mean_e2e_s": real["mean_jct_s"], "sim_mean_e2e_s": sim["mean_jct_s"],
+                "real_p99_e2e_s": real["all_e2e_p99_s"], "sim_p99_e2e_s": sim["all_e2e_p99_s"],
+                "real_short_p99_e2e_s": real["short_e2e_p99_s"], "sim_short_p99_e2e_s": sim["short_e2e_p99_s"],
+                "preemptions": int(self.real.requests["preemptions"].sum()),
+                "cut_at_cap": int((~self.real.requests["finished"]).sum()),
+                "same_answer_length": float(np.mean(self.real.requests["output_tokens"].to_numpy()
+                                                    == self.study_tokens))}
+
+
+def run_live(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup, calibration: Calibration,
+             policy: LivePolicy, load: str, qps: float, on_progress: Progress = no_progress) -> LiveRun:
+    """Serve ``runs`` at ``qps`` under ``policy`` for real, then replay it in the simulator."""
+    predictor = ConstantPredictor(1.0) if policy.queue == "fcfs" else predictor_for(policy.predictor, runs)
+    requests = live_requests(runs, arrivals(runs, qps, setup.seed), setup)
+    real = serve(engine, requests, predictor, config_for(setup, policy, calibration), on_progress=on_progress)
+    return LiveRun(load, qps, policy, real, simulated(real, predictor), runs["output_tokens"].to_numpy())
+
+
+def ranking(runs: Sequence[LiveRun], which: str, metric: str = "mean_e2e_s") -> list[str]:
+    """Policy labels from best to worst by ``which`` ("real" or "sim") ``metric`` of :meth:`LiveRun.summary`."""
+    return [s["policy"] for s in sorted((r.summary() for r in runs), key=lambda s: s[f"{which}_{metric}"])]
+
+
+def engine_for(target: TargetModel, setup: LiveSetup) -> BatchedEngine:
+    """The serving engine: no features, at most the setup's batch."""
+    return BatchedEngine(target, batch_size=setup.batch, features="none")

@@ -1,0 +1,93 @@
+"""The live server on the embedded model: on the cost model's clock it reproduces the simulator request by request
+(FCFS, SJF, preemptive SRPT), a recomputed (evicted) request keeps its answer, and bad configs are refused."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lenscope.analysis.scheduler.cost_model import fit_iterations
+from lenscope.analysis.scheduler.engine import SimConfig, simulate
+from lenscope.analysis.scheduler.live_server import CostClock, LiveRequest, check_live_config, serve
+from lenscope.analysis.scheduler.predictors import TraceColumnPredictor
+from lenscope.models.engine import BatchedEngine, GenerationSettings
+
+PROMPTS = ["Name three colours.", "Write a haiku about the sea.", "What is 2 + 2?", "Say hi.",
+           "List the planets of the solar system.", "Why is the sky blue?", "Count to five.", "Name a fruit."]
+
+
+def _config(queue: str, preemptive: bool = False, batch: int = 3) -> SimConfig:
+    return SimConfig(mode="colocated", n_prefill=0, n_decode=1, max_batch_size=batch, queue=queue,
+                     preemptive=preemptive, kv_capacity_tokens=1 << 20, max_prefill_tokens=256)
+
+
+def _requests(target, caps):
+    rng = np.random.default_rng(3)
+    arrivals = np.concatenate([[0.0], np.cumsum(rng.exponential(0.004, len(caps) - 1))])
+    return [LiveRequest(tuple(target.chat_ids(p)), float(a), GenerationSettings(max_new_tokens=int(c), seed=k))
+            for k, (p, a, c) in enumerate(zip(PROMPTS, arrivals, caps))]
+
+
+@pytest.mark.parametrize("queue,preemptive", [("fcfs", False), ("sjf", False), ("srpt", True)])
+def test_on_the_cost_clock_the_live_server_is_the_simulator(target, queue, preemptive):
+    requests = _requests(target, [9, 4, 12, 3, 10, 5, 8, 2])
+    predictor = TraceColumnPredictor(np.array([30.0, 2, 25, 4, 1, 20, 3, 6]))
+    config = _config(queue, preemptive)
+    live = serve(BatchedEngine(target, batch_size=3, features="none"), requests, predictor, config,
+                 clock=CostClock(config.cost))
+    trace = live.requests[["arrival_s", "prompt_tokens", "output_tokens"]]
+    sim = simulate(trace, predictor, config)
+    for column in ("first_token_s", "finish_s", "preemptions"):
+        np.testing.assert_allclose(live.requests[column], sim.requests[column], rtol=0, atol=1e-9)
+    if preemptive:
+        assert live.requests["preemptions"].sum() > 0  # the case the test is for did happen
+    order = live.requests.sort_values("first_token_s")["rid"].tolist()
+    if queue == "sjf":  # after the first, the queue is served in predicted order whenever it holds several
+        assert order != sorted(order)
+
+
+def test_an_evicted_request_recomputes_and_keeps_its_answer(target):
+    engine = BatchedEngine(target, batch_size=2, features="none")
+    ids = target.chat_ids(PROMPTS[0])
+    plain = engine.new_row(0, ids, GenerationSettings(max_new_tokens=12, seed=4))
+    batch = engine.running_batch(2)
+    engine.admit(batch, [plain])
+    while batch.rows:
+        engine.decode_step(batch)
+    evicted = engine.new_row(0, ids, GenerationSettings(max_new_tokens=12, seed=4))
+    batch = engine.running_batch(2)
+    engine.admit(batch, [evicted])
+    for _ in range(4):
+        engine.decode_step(batch)
+    engine.evict(batch, [evicted])
+    assert not batch.rows and len(evicted.output_ids) == 5
+    engine.admit(batch, [evicted])  # prompt and 5 tokens recomputed, the 6th sampled
+    while batch.rows:
+        engine.decode_step(batch)
+    assert evicted.output_ids == plain.output_ids
+
+
+def test_the_cost_model_fitted_to_iterations_recovers_known_coefficients():
+    rng = np.random.default_rng(0)
+    rows = []
+    for kind in ("prefill", "decode"):
+        for _ in range(40):
+            size = int(rng.integers(1, 9))
+            tokens = int(rng.integers(20, 400)) if kind == "prefill" else size
+            context = 0 if kind == "prefill" else int(rng.integers(50, 3000))
+            seconds = (0.01 + 2e-4 * tokens + 1e-3 * size) if kind == "prefill" else (0.03 + 4e-3 * size
+                                                                                       + 1e-6 * context)
+            rows.append({"kind": kind, "start_s": 0.0, "end_s": seconds, "batch_size": size, "tokens": tokens,
+                         "kv_tokens": context})
+    fit = fit_iterations(pd.DataFrame(rows))
+    assert fit.cost.prefill.a == pytest.approx(0.01) and fit.cost.prefill.b == pytest.approx(2e-4)
+    assert fit.cost.decode.c == pytest.approx(4e-3) and fit.cost.decode.d == pytest.approx(1e-6)
+    assert fit.prefill_mape < 1e-6 and fit.decode_mape < 1e-6
+    with pytest.raises(ValueError, match="at least 3 decode"):
+        fit_iterations(pd.DataFrame(rows[:40]))
+
+
+def test_the_live_server_refuses_what_it_cannot_run():
+    with pytest.raises(ValueError, match="one colocated instance"):
+        check_live_config(SimConfig())
+    with pytest.raises(ValueError, match="chunked prefill"):
+        check_live_config(_config("fcfs", batch=3).with_(chunk_tokens=512))
