@@ -3,7 +3,7 @@ loads for real; the simulator, calibrated from a profile of the same engine, rep
 same predictions; the table gives the simulator's errors per policy and request class, and whether both rank the
 policies alike.
 
-Run: ``python -m lenscope benchmark live-serving [--quick]`` (about 8 minutes on 2 cores; ``--quick``: a minute).
+Run: ``python -m lenscope benchmark live-serving [--quick]`` (about 8 minutes on 2 cores; ``--quick``: about a minute).
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
     engine = engine_for(target, setup)
     calibration, profile = profile_engine(engine, calibration_runs, setup)
     capacity = capacity_qps(evaluation, setup, calibration)
-    print(f"# Live serving vs the simulator: {target.source.label} on {device_name(target.device)}")
+    model = target.source.spec or "the embedded model"
+    print(f"# Live serving vs the simulator: {model} on {device_name(target.device)}")
     print(f"{setup.requests} requests (study chat answers of at most {setup.max_output} tokens, prompts of at most "
           f"{setup.max_prompt}; mean answer {evaluation['output_tokens'].mean():.0f} tokens), one colocated instance, "
           f"continuous batching of at most {setup.batch} rows, out-of-fold predictions")

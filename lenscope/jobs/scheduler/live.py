@@ -67,12 +67,12 @@ class LiveSetup:
     of ``batch`` rows, Poisson arrivals (seeded) and answers cut at ``max_new_tokens`` should one run longer than
     the study's."""
 
-    requests: int = 40
-    calibration: int = 24
-    max_output: int = 160
+    requests: int = 24
+    calibration: int = 16
+    max_output: int = 96
     max_prompt: int = 384
     batch: int = 8
-    max_new_tokens: int = 320
+    max_new_tokens: int = 192
     seed: int = 0
 
     def __post_init__(self) -> None:
