@@ -8,7 +8,9 @@ One iteration (a forward pass over the current batch) costs::
 token per sequence in a decode step), ``batch_size`` the number of sequences and ``context_tokens``
 the KV-cache tokens the batch attends to (sum of each sequence's prompt + generated tokens; zero
 for a fresh prefill). Prefill and decode iterations have separate coefficients because prefill is
-compute-bound and decode memory-bound.
+compute-bound and decode memory-bound. A phase may also carry a measured fixed cost per batch size
+(``sizes``, fitted by :func:`fit_iterations`), which replaces ``a + c * batch_size`` for the sizes it
+covers: on a CPU the step from 3 to 4 sequences can cost more than any other (the kernels change).
 
 Defaults (``DEFAULT_COST``) approximate an 8B model in fp16 on one H100-class GPU with a vLLM-like
 engine: decode 8 ms + 0.06 ms per sequence + 0.05 ms per 1k context tokens (about 8k tokens/s at a
@@ -20,7 +22,7 @@ Calibrate other hardware with :func:`fit_cost_model` on a Splitwise-style profil
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -34,18 +36,29 @@ COEFFICIENT = NON_NEGATIVE
 
 @dataclass(frozen=True)
 class LinearCost:
-    """Coefficients of ``a + b*batch_tokens + c*batch_size + d*context_tokens`` (seconds; each finite and >= 0)."""
+    """Coefficients of ``a + b*batch_tokens + c*batch_size + d*context_tokens`` (seconds; each finite and >= 0);
+    ``sizes[k]``, where given, is the measured fixed cost of ``k + 1`` sequences and replaces ``a + c*batch_size``."""
 
     a: float
     b: float
     c: float
     d: float
+    sizes: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         check_fields(self, dict.fromkeys("abcd", COEFFICIENT))
+        object.__setattr__(self, "sizes", tuple(self.sizes))
+        for k, value in enumerate(self.sizes):
+            COEFFICIENT.check(f"sizes[{k}]", value)
+
+    def fixed_s(self, batch_size: float) -> float:
+        """The cost of ``batch_size`` sequences before their tokens and context: measured, else ``a + c*size``."""
+        if 0 < batch_size <= len(self.sizes) and batch_size == int(batch_size):
+            return self.sizes[int(batch_size) - 1]
+        return self.a + self.c * batch_size
 
     def step_s(self, batch_tokens: float, batch_size: float, context_tokens: float) -> float:
-        return self.a + self.b * batch_tokens + self.c * batch_size + self.d * context_tokens
+        return self.fixed_s(batch_size) + self.b * batch_tokens + self.d * context_tokens
 
     def decode_run_s(self, batch_size: int, context_tokens: float, steps: int) -> float:
         """Duration of ``steps`` decode iterations of a fixed batch whose context grows by one
@@ -94,8 +107,23 @@ class CostModel:
             return prefill + decode - min(self.prefill.a, self.decode.a)
         return prefill + decode
 
+    def scaled(self, factor: float) -> CostModel:
+        """Every cost ``factor`` times as long: the same engine on a machine running slower (or faster) than when it
+        was profiled."""
+        def phase(cost: LinearCost) -> LinearCost:
+            return LinearCost(*(factor * getattr(cost, k) for k in "abcd"), sizes=tuple(factor * x for x in cost.sizes))
+        return replace(self, prefill=phase(self.prefill), decode=phase(self.decode),
+                       kv_transfer_base_s=factor * self.kv_transfer_base_s,
+                       kv_transfer_per_token_s=factor * self.kv_transfer_per_token_s)
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain data; a phase without measured sizes has just ``a``-``d`` (the layout of every stored config)."""
+        data = asdict(self)
+        for phase in ("prefill", "decode"):
+            data[phase]["sizes"] = list(data[phase]["sizes"])
+            if not data[phase]["sizes"]:
+                del data[phase]["sizes"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> CostModel:
@@ -107,11 +135,16 @@ class CostModel:
         phases = {}
         for phase in ("prefill", "decode"):
             coefficients = data[phase]
-            if set(coefficients) != set("abcd"):
-                raise ValueError(f"{phase} needs exactly the coefficients a, b, c, d (seconds), not "
-                                 f"{', '.join(sorted(coefficients)) or 'none'}")
+            if set(coefficients) - {"sizes"} != set("abcd"):
+                raise ValueError(f"{phase} needs exactly the coefficients a, b, c, d (seconds) and optionally "
+                                 f"sizes, not {', '.join(sorted(coefficients)) or 'none'}")
             for key in "abcd":
                 COEFFICIENT.check(f"{phase}.{key}", coefficients[key])
+            sizes = coefficients.get("sizes", [])
+            if not isinstance(sizes, list):
+                raise ValueError(f"{phase}.sizes is a list of seconds per batch size, not {sizes!r}")
+            for k, value in enumerate(sizes):
+                COEFFICIENT.check(f"{phase}.sizes[{k}]", value)
             phases[phase] = LinearCost(**coefficients)
         extra = {k: data[k] for k in ("kv_transfer_base_s", "kv_transfer_per_token_s") if k in data}
         for key, value in extra.items():
@@ -145,8 +178,11 @@ def profile_configs(profile: pd.DataFrame) -> pd.DataFrame:
     return (profile.groupby(["model", "hardware", "tensor_parallel"]).size().rename("rows").reset_index())
 
 
-def _nnls_fit(features: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, float]:
-    coef, _ = nnls(features, target)
+def _nnls_fit(features: np.ndarray, target: np.ndarray, relative: bool = False) -> tuple[np.ndarray, float]:
+    """Non-negative least squares of absolute errors (or, ``relative``, of errors relative to the target) and the
+    fit's mean absolute percentage error."""
+    weight = 1.0 / target if relative else np.ones_like(target)
+    coef, _ = nnls(features * weight[:, None], target * weight)
     fitted = features @ coef
     return coef, float(np.mean(np.abs(fitted - target) / target))
 
@@ -183,19 +219,29 @@ def fit_cost_model(profile: pd.DataFrame, model: str, hardware: str, tensor_para
 def fit_iterations(iterations: pd.DataFrame, base: CostModel = DEFAULT_COST) -> Calibration:
     """Fit non-negative prefill and decode coefficients to a log of measured iterations (a live run's segments:
     ``kind``, ``start_s``, ``end_s``, ``batch_size``, ``tokens``, ``kv_tokens``). Prefill: ``a + b*tokens +
-    c*sequences``; decode: ``a + c*sequences + d*context`` (``kv_tokens``). KV-transfer costs are kept from
-    ``base``. ValueError unless both kinds have at least 3 iterations."""
+    c*sequences``. Decode: a fixed cost per batch size up to the largest measured (``sizes``; a size never measured
+    is interpolated between its neighbours) plus ``d*context`` (``kv_tokens``), and ``a + c*sequences`` fitted to
+    the sizes for larger batches. Both minimise relative errors (the short iterations count as much as the long).
+    KV-transfer costs are kept from ``base``. ValueError unless both kinds have at least 3 iterations."""
     seconds = (iterations["end_s"] - iterations["start_s"]).to_numpy(float)
-    coefficients, errors = {}, {}
-    for kind, columns in (("prefill", ("tokens", "batch_size")), ("decode", ("batch_size", "kv_tokens"))):
-        rows = (iterations["kind"] == kind).to_numpy() & (seconds > 0)
+    size = iterations["batch_size"].to_numpy(int)
+    kinds = {kind: (iterations["kind"] == kind).to_numpy() & (seconds > 0) for kind in ("prefill", "decode")}
+    for kind, rows in kinds.items():
         if rows.sum() < 3:
             raise ValueError(f"fitting a cost model needs at least 3 {kind} iterations, not {int(rows.sum())}")
-        features = np.column_stack([np.ones(rows.sum())] + [iterations.loc[rows, c].to_numpy(float)
-                                                           for c in columns])
-        coefficients[kind], errors[kind] = _nnls_fit(features, seconds[rows])
-    (pa, pb, pc), (da, dc, dd) = ([float(x) for x in coefficients[k]] for k in ("prefill", "decode"))
-    cost = CostModel(prefill=LinearCost(a=pa, b=pb, c=pc, d=0.0), decode=LinearCost(a=da, b=0.0, c=dc, d=dd),
+    pre = kinds["prefill"]
+    (pa, pb, pc), prefill_mape = _nnls_fit(np.column_stack([np.ones(pre.sum()), iterations.loc[pre, "tokens"],
+                                                            size[pre]]).astype(float), seconds[pre],
+                                            relative=True)
+    dec = kinds["decode"]
+    measured = np.unique(size[dec])
+    one_hot = (size[dec][:, None] == measured[None, :]).astype(float)
+    coef, decode_mape = _nnls_fit(np.column_stack([one_hot, iterations.loc[dec, "kv_tokens"].to_numpy(float)]),
+                                  seconds[dec], relative=True)
+    table = np.interp(np.arange(1, measured.max() + 1), measured, coef[:-1])
+    (da, dc), _ = nnls(np.column_stack([np.ones_like(table), np.arange(1, len(table) + 1)]), table)
+    cost = CostModel(prefill=LinearCost(a=float(pa), b=float(pb), c=float(pc), d=0.0),
+                     decode=LinearCost(a=float(da), b=0.0, c=float(dc), d=float(coef[-1]),
+                                       sizes=tuple(float(x) for x in table)),
                      kv_transfer_base_s=base.kv_transfer_base_s, kv_transfer_per_token_s=base.kv_transfer_per_token_s)
-    return Calibration(cost=cost, prefill_mape=errors["prefill"], decode_mape=errors["decode"],
-                       n_rows=len(iterations))
+    return Calibration(cost=cost, prefill_mape=prefill_mape, decode_mape=decode_mape, n_rows=len(iterations))

@@ -231,6 +231,55 @@ class LiveServer:
                          config=self.config, wall_s=wall_s)
 
 
+def iteration_ratio(result: SimResult) -> float:
+    """Measured time of a live run's iterations over what its cost model gives for the same iterations: 1 when the
+    machine ran as fast as when it was profiled, 2 when it ran at half that speed (a busy or throttled machine)."""
+    seg, cost = result.segments, result.config.cost
+    predicted = [cost.prefill.step_s(t, b, 0) if kind == "prefill" else cost.decode.step_s(t, b, kv)
+                 for kind, t, b, kv in zip(seg["kind"], seg["tokens"], seg["batch_size"], seg["kv_tokens"])]
+    return float((seg["end_s"] - seg["start_s"]).sum() / max(sum(predicted), 1e-12))
+
+
+def profile_iterations(engine: BatchedEngine, requests: Sequence[LiveRequest], max_batch: int, steps: int = 12,
+                       on_progress: Progress = no_progress) -> pd.DataFrame:
+    """Time the engine's iterations at every batch size from 1 to ``max_batch`` (the profile a cost model is fitted
+    to, as Vidur profiles each batch size). After a warm-up, each size is timed twice, on the shortest ``requests``
+    and on the longest (so the context varies apart from the size): the rows are admitted one per prefill for odd
+    sizes and all in one prefill for even ones, then decoded for up to ``steps`` iterations. Returns one row per
+    iteration in the live segments' columns (``kv_tokens`` is the decode context)."""
+    if not requests or max_batch < 1 or steps < 1:
+        raise ValueError("profiling needs requests, a batch of at least 1 and at least 1 step")
+    by_length = sorted(requests, key=lambda r: len(r.prompt_ids))
+
+    def rows(n: int, longest: bool) -> list:
+        picked = (by_length[::-1] if longest else by_length)[:n]
+        picked += [picked[k % len(picked)] for k in range(n - len(picked))]
+        return [engine.new_row(i, r.prompt_ids, r.settings) for i, r in enumerate(picked)]
+
+    warm = engine.running_batch(1)
+    engine.admit(warm, rows(1, False))
+    for _ in range(2):
+        if warm.rows:
+            engine.decode_step(warm)
+    log, plan = [], [(size, longest) for longest in (False, True) for size in range(1, max_batch + 1)]
+    for done, (size, longest) in enumerate(plan, 1):
+        batch, fresh = engine.running_batch(max_batch), rows(size, longest)
+        for group in ([[r] for r in fresh] if size % 2 else [fresh]):
+            tokens = sum(len(r.prompt_ids) + len(r.output_ids) for r in group)
+            start = time.perf_counter()
+            engine.admit(batch, group)
+            log.append((0, "decode", "prefill", start, time.perf_counter(), len(group), tokens, tokens))
+        for _ in range(steps):
+            if not batch.rows:
+                break
+            n, context = len(batch.rows), sum(len(r.prompt_ids) + len(r.output_ids) for r in batch.rows)
+            start = time.perf_counter()
+            engine.decode_step(batch)
+            log.append((0, "decode", "decode", start, time.perf_counter(), n, context, n))
+        on_progress(done, len(plan), "batch sizes profiled")
+    return pd.DataFrame(log, columns=SEGMENT_COLUMNS)
+
+
 def serve(engine: BatchedEngine, requests: Sequence[LiveRequest], predictor: Predictor, config: SimConfig,
           clock: Clock | None = None, on_progress: Progress = no_progress) -> SimResult:
     """Serve ``requests`` for real (see module docstring)."""

@@ -1,13 +1,22 @@
 """The live server on the embedded model: on the cost model's clock it reproduces the simulator request by request
 (FCFS, SJF, preemptive SRPT), a recomputed (evicted) request keeps its answer, and bad configs are refused."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from lenscope.analysis.scheduler.cost_model import fit_iterations
+from lenscope.analysis.scheduler.cost_model import DEFAULT_COST, CostModel, fit_iterations
 from lenscope.analysis.scheduler.engine import SimConfig, simulate
-from lenscope.analysis.scheduler.live_server import CostClock, LiveRequest, check_live_config, serve
+from lenscope.analysis.scheduler.live_server import (
+    CostClock,
+    LiveRequest,
+    check_live_config,
+    iteration_ratio,
+    profile_iterations,
+    serve,
+)
 from lenscope.analysis.scheduler.predictors import TraceColumnPredictor
 from lenscope.models.engine import BatchedEngine, GenerationSettings
 
@@ -38,11 +47,23 @@ def test_on_the_cost_clock_the_live_server_is_the_simulator(target, queue, preem
     sim = simulate(trace, predictor, config)
     for column in ("first_token_s", "finish_s", "preemptions"):
         np.testing.assert_allclose(live.requests[column], sim.requests[column], rtol=0, atol=1e-9)
+    assert iteration_ratio(live) == pytest.approx(1.0)  # every iteration took what the cost model says
     if preemptive:
         assert live.requests["preemptions"].sum() > 0  # the case the test is for did happen
     order = live.requests.sort_values("first_token_s")["rid"].tolist()
     if queue == "sjf":  # after the first, the queue is served in predicted order whenever it holds several
         assert order != sorted(order)
+
+
+def test_the_profile_times_every_batch_size_on_short_and_long_prompts(target):
+    requests = _requests(target, [12] * len(PROMPTS))
+    iterations = profile_iterations(BatchedEngine(target, batch_size=3, features="none"), requests, 3, steps=3)
+    decode, prefill = (iterations[iterations["kind"] == kind] for kind in ("decode", "prefill"))
+    assert set(decode["batch_size"]) == {1, 2, 3} and (decode["end_s"] > decode["start_s"]).all()
+    assert prefill["batch_size"].tolist() == [1, 2, 1, 1, 1] * 2  # odd sizes one per prefill, even sizes at once
+    short, long = prefill["tokens"].iloc[:5].sum(), prefill["tokens"].iloc[5:].sum()
+    assert long > short  # the second pass serves the longest prompts
+    assert fit_iterations(iterations).cost.decode.sizes  # enough to fit a cost model
 
 
 def test_an_evicted_request_recomputes_and_keeps_its_answer(target):
@@ -84,6 +105,23 @@ def test_the_cost_model_fitted_to_iterations_recovers_known_coefficients():
     assert fit.prefill_mape < 1e-6 and fit.decode_mape < 1e-6
     with pytest.raises(ValueError, match="at least 3 decode"):
         fit_iterations(pd.DataFrame(rows[:40]))
+
+
+def test_the_fitted_decode_cost_keeps_a_jump_between_batch_sizes_and_round_trips():
+    """CPU kernels change between 3 and 4 rows: a fixed cost per measured batch size follows the jump that a line
+    through the sizes misses; a size never measured is interpolated, one past the largest extrapolated."""
+    jump = {1: 0.05, 2: 0.052, 4: 0.09, 5: 0.095}
+    rows = [{"kind": "prefill", "start_s": 0.0, "end_s": 0.1 + 1e-3 * t, "batch_size": 1, "tokens": t,
+             "kv_tokens": t} for t in (30, 60, 90, 200)]
+    rows += [{"kind": "decode", "start_s": 0.0, "end_s": jump[size] + 2e-6 * context, "batch_size": size,
+              "tokens": size, "kv_tokens": context} for size in jump for context in (100 * size, 300 * size)]
+    decode = fit_iterations(pd.DataFrame(rows)).cost.decode
+    assert decode.sizes == pytest.approx((0.05, 0.052, 0.071, 0.09, 0.095))
+    assert decode.step_s(4, 4, 1000) == pytest.approx(0.092)
+    assert decode.step_s(6, 6, 0) == pytest.approx(decode.a + 6 * decode.c)
+    cost = fit_iterations(pd.DataFrame(rows)).cost
+    assert CostModel.from_dict(json.loads(json.dumps(cost.to_dict()))) == cost
+    assert "sizes" not in DEFAULT_COST.to_dict()["decode"]  # the stored configs' layout is unchanged
 
 
 def test_the_live_server_refuses_what_it_cannot_run():
