@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from lenscope.app.live_serving import live_tab
 from lenscope.app.qps_sweep import qps_sweep_tab
 from lenscope.app.runner import run_job
 from lenscope.app.scheduler import (
@@ -31,8 +32,9 @@ st.title("Scheduler playground")
 st.caption("A discrete-event simulation of P prefill + D decode instances (or colocated instances) with "
            "continuous or static batching. Policies only see the predictor's lengths, never the truth. It opens on a "
            "loaded example (sidebar: trace file, cluster) where length-aware scheduling changes who waits. "
-           "CLI: `python -m lenscope simulate --trace PATH --dispatch lb --queue sjf`; `qps-sweep` and "
-           "`outlets-preset` run the last two tabs.")
+           "The last tab serves study prompts on the embedded model for real and sets the simulator beside it. "
+           "CLI: `python -m lenscope simulate --trace PATH --dispatch lb --queue sjf`; `qps-sweep`, "
+           "`outlets-preset` and `benchmark live-serving` run the other tabs.")
 store = get_store()
 shipped = shipped_for(store)
 trace = trace_picker(store)
@@ -41,8 +43,8 @@ if trace is None or spec is None:
     st.stop()
 base, short_q = cluster_picker(trace)
 dispatches = dispatch_options(base)
-compare_tab, preset_tab, sweep_tab, qps_tab = st.tabs(["Compare configurations", "OUTLETS preset", "Noise sweep",
-                                                       "QPS sweep"])
+compare_tab, preset_tab, sweep_tab, qps_tab, live = st.tabs(["Compare configurations", "OUTLETS preset", "Noise sweep",
+                                                             "QPS sweep", "Live serving"])
 
 with compare_tab:
     configs = []
@@ -87,3 +89,6 @@ with sweep_tab:
 
 with qps_tab:
     qps_sweep_tab(store, trace, spec, base, short_q, dispatches)
+
+with live:
+    live_tab()

@@ -109,3 +109,19 @@ def qps_sweep_figure(sweep: pd.DataFrame, metric: str = "all_e2e_p99_s",
                       xaxis_title="offered load (QPS)", yaxis_title=f"{metric.removesuffix('_s')} (s)",
                       yaxis_type="log")
     return fig
+
+
+def live_cdf_figure(real: dict[str, pd.DataFrame], sim: dict[str, pd.DataFrame], metric: str = "e2e_s") -> go.Figure:
+    """Empirical CDF of a latency per policy: the real run (solid) beside the simulator's replay of it (dashed), in
+    the policy's colour (request latencies as :func:`~lenscope.analysis.scheduler.metrics.request_latencies` gives)."""
+    fig = go.Figure()
+    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
+    for k, label in enumerate(real):
+        for which, frames, dash in (("real", real, "solid"), ("simulated", sim, "dash")):
+            values = np.sort(frames[label][metric].dropna().to_numpy())
+            fig.add_trace(go.Scatter(x=values, y=np.arange(1, len(values) + 1) / len(values), mode="lines",
+                                     line_shape="hv", name=f"{label}: {which}",
+                                     line={"color": palette[k % len(palette)], "dash": dash}))
+    fig.update_layout(title=f"{metric.removesuffix('_s').upper()} CDF: real run (solid) vs simulator (dashed)",
+                      xaxis_title="seconds", yaxis_title="fraction of requests", legend_title="policy")
+    return fig

@@ -158,6 +158,27 @@ def test_browser_runs_comparison(streamlit_server, page):
     page.screenshot(path=str(ARTIFACTS / "scheduler_playground.png"), full_page=True)
 
 
+def test_browser_live_tab_serves_study_prompts_for_real_beside_the_simulator(streamlit_server, page):
+    """The live tab profiles the embedded model, serves 4 held-out study prompts under FCFS and under SJF on a
+    predictor's out-of-fold lengths, and shows the paired difference, the real-vs-simulated table and the CDFs."""
+    from tests.conftest import ARTIFACTS
+
+    page.goto(f"{streamlit_server}/Scheduler_playground", timeout=120_000)
+    page.get_by_role("tab", name="Live serving").click()
+    requests = page.get_by_role("spinbutton", name="Requests to serve")
+    requests.fill("4")
+    requests.press("Enter")
+    button = page.get_by_role("button", name="Serve for real")
+    button.wait_for(timeout=60_000)
+    button.click()
+    page.get_by_text("Mean end-to-end latency of FCFS minus SJF on").wait_for(timeout=300_000)
+    assert page.get_by_text("over the same 4 requests (paired 95% bootstrap CI)").count() == 1
+    page.get_by_text("4 requests at").first.wait_for(timeout=10_000)
+    page.locator(".js-plotly-plot").last.wait_for(timeout=60_000)
+    assert page.get_by_text("real run (solid) vs simulator (dashed)").count() >= 1
+    page.screenshot(path=str(ARTIFACTS / "scheduler_live_serving.png"), full_page=True)
+
+
 def test_compare_with_a_prefill_queue_and_limited_preemption(data_dir):
     at = open_page("pages/6_Scheduler_playground.py").run()
     at.sidebar.number_input(key="sched_first_n").set_value(150)

@@ -4,8 +4,9 @@ calibrated from a profile of the same engine, replays the same requests with the
 Requests are shipped study runs (their prompts and sampling settings, so the answers are the study's, generated
 again), drawn from finished chat answers of at most ``max_output`` tokens; predictions are the shipped out-of-fold
 predictions (each run predicted by a model that never saw its fold) or the oracle (the study's lengths). The cost
-model is fitted to a profile of the same engine on other study prompts, served all at once (a flood, so batches of
-every size occur). Loads are fractions of the capacity that cost model gives for these requests
+model is fitted to a profile of the same engine on other study prompts (every batch size timed, as Vidur profiles),
+taken again (shorter) right before each run, so that it has the machine's speed of the moment. Loads are fractions
+of the capacity the first profile's cost model gives for these requests
 (:func:`~lenscope.jobs.scheduler.replay.stage_capacity`).
 """
 
@@ -17,10 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from lenscope.analysis.core.metrics import bootstrap_mean
 from lenscope.analysis.core.progress import Progress, no_progress
-from lenscope.analysis.scheduler.cost_model import Calibration, fit_iterations
+from lenscope.analysis.scheduler.cost_model import Calibration, CostModel, fit_iterations
 from lenscope.analysis.scheduler.engine import SimConfig, SimResult, simulate
-from lenscope.analysis.scheduler.live_server import LiveRequest, serve
+from lenscope.analysis.scheduler.live_server import LiveRequest, iteration_ratio, profile_iterations, serve
 from lenscope.analysis.scheduler.metrics import LATENCIES, PERCENTILES, request_latencies, summarize
 from lenscope.analysis.scheduler.predictors import ConstantPredictor, OraclePredictor, Predictor, StoredPredictor
 from lenscope.analysis.scheduler.traces import poisson_retime
@@ -33,9 +35,13 @@ from lenscope.models.target import TargetModel
 
 ORACLE = "oracle"
 DEFAULT_PREDICTOR = "EGTP head (egtp pooling)"
-# Offered load as a fraction of the estimated capacity: light (queues rare) and heavy (queues form).
-LOADS = {"light": 0.4, "heavy": 0.95}
+# Offered load as a fraction of the estimated capacity: light (queues rare) and heavy (the requests arrive faster
+# than the instance serves them, so queues form and the policies part).
+LOADS = {"light": 0.5, "heavy": 1.2}
 CLASSES = ("all", "short", "long")
+# Decode iterations timed per batch size and prompt length: in the session's profile, and in the shorter one taken
+# again right before each run (the speed of a shared machine drifts by 10-20% over minutes).
+PROFILE_STEPS, REPROFILE_STEPS = 12, 4
 
 
 @dataclass(frozen=True)
@@ -69,9 +75,9 @@ class LiveSetup:
 
     requests: int = 24
     calibration: int = 16
-    max_output: int = 96
+    max_output: int = 64
     max_prompt: int = 384
-    batch: int = 8
+    batch: int = 4
     max_new_tokens: int = 192
     seed: int = 0
 
@@ -150,17 +156,18 @@ def predictor_for(name: str, runs: pd.DataFrame) -> Predictor:
 
 
 def predictor_names() -> list[str]:
-    """The oracle and every predictor with shipped out-of-fold predictions."""
-    return [ORACLE, *sorted(shipped_study().out_of_fold()["predictor"].unique())]
+    """The oracle and every predictor with shipped out-of-fold predictions (none without the shipped study)."""
+    study = shipped_study()
+    return [ORACLE, *([] if study is None else sorted(study.out_of_fold()["predictor"].unique()))]
 
 
-def profile_engine(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup,
-                   on_progress: Progress = no_progress) -> tuple[Calibration, SimResult]:
-    """Serve ``runs`` all at once (FCFS) and fit the cost model to the measured iterations."""
-    config = config_for(setup, LivePolicy("fcfs"), Calibration(SimConfig().cost, 0.0, 0.0, 0))
-    result = serve(engine, live_requests(runs, [0.0] * len(runs), setup), ConstantPredictor(1.0), config,
-                   on_progress=on_progress)
-    return fit_iterations(result.segments), result
+def profile_engine(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup, steps: int = PROFILE_STEPS,
+                   on_progress: Progress = no_progress) -> tuple[Calibration, pd.DataFrame]:
+    """Time the engine at every batch size up to the setup's on ``runs`` (``steps`` decode iterations each) and fit
+    the cost model to the iterations (returned too)."""
+    iterations = profile_iterations(engine, live_requests(runs, [0.0] * len(runs), setup), setup.batch, steps,
+                                    on_progress)
+    return fit_iterations(iterations), iterations
 
 
 def capacity_qps(runs: pd.DataFrame, setup: LiveSetup, calibration: Calibration) -> float:
@@ -174,10 +181,11 @@ def arrivals(runs: pd.DataFrame, qps: float, seed: int) -> np.ndarray:
     return poisson_retime(runs[["prompt_tokens", "output_tokens"]], qps, seed)["arrival_s"].to_numpy()
 
 
-def simulated(real: SimResult, predictor: Predictor) -> SimResult:
-    """The simulator's replay of a live run: the same arrivals, prompts, answer lengths, predictions and config."""
+def simulated(real: SimResult, predictor: Predictor, speed: float = 1.0, cost: CostModel | None = None) -> SimResult:
+    """The simulator's replay of a live run: the same arrivals, prompts, answer lengths, predictions and config, on
+    ``cost`` (default: the run's), every iteration ``speed`` times as long as it says."""
     trace = real.requests[["arrival_s", "prompt_tokens", "output_tokens"]]
-    return simulate(trace, predictor, real.config)
+    return simulate(trace, predictor, real.config.with_(cost=(cost or real.config.cost).scaled(speed)))
 
 
 def latency_errors(real: SimResult, sim: SimResult) -> pd.DataFrame:
@@ -197,46 +205,147 @@ def latency_errors(real: SimResult, sim: SimResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def cpu_ticks() -> tuple[int, int] | None:
+    """(stolen, total) CPU ticks of this machine since boot (Linux ``/proc/stat``; None elsewhere): the time a
+    hypervisor gave this virtual machine's CPUs to others."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def stolen_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float:
+    """The share of CPU time stolen between two :func:`cpu_ticks` readings (NaN when unknown)."""
+    if before is None or after is None or after[1] <= before[1]:
+        return float("nan")
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 @dataclass
 class LiveRun:
-    """One policy at one load: the live run, the simulator's replay and the errors."""
+    """One policy at one load: the live run and three replays of it by the simulator. ``sim`` is the prediction, on
+    the cost model of the profile taken right before the run; ``at_speed`` scales every iteration of that model by
+    the run's :func:`iteration_ratio` (what the simulator's batching and queueing get wrong once it knows how fast the
+    machine actually ran); ``ranked`` uses the session's first profile, common to every policy, so that policies are
+    ranked on one cost model. ``stolen``: the share of CPU time the hypervisor took during the run."""
 
     load: str
     qps: float
     policy: LivePolicy
     real: SimResult
     sim: SimResult
+    at_speed: SimResult
+    ranked: SimResult
     study_tokens: np.ndarray
+    stolen: float = float("nan")
 
-    def errors(self) -> pd.DataFrame:
-        return latency_errors(self.real, self.sim)
+    def errors(self, at_speed: bool = False) -> pd.DataFrame:
+        return latency_errors(self.real, self.at_speed if at_speed else self.sim)
 
     def summary(self) -> dict:
-        real, sim = summarize(self.real), summarize(self.sim)
+        real, sim, ranked = summarize(self.real), summarize(self.sim), summarize(self.ranked)
         return {"load": self.load, "qps": self.qps, "policy": self.policy.label,
                 "real_mean_e2e_s": real["mean_jct_s"], "sim_mean_e2e_s": sim["mean_jct_s"],
+                "ranked_mean_e2e_s": ranked["mean_jct_s"],
                 "real_p99_e2e_s": real["all_e2e_p99_s"], "sim_p99_e2e_s": sim["all_e2e_p99_s"],
                 "real_short_p99_e2e_s": real["short_e2e_p99_s"], "sim_short_p99_e2e_s": sim["short_e2e_p99_s"],
+                "at_speed_p99_e2e_s": summarize(self.at_speed)["all_e2e_p99_s"],
                 "preemptions": int(self.real.requests["preemptions"].sum()),
+                "iteration_ratio": iteration_ratio(self.real), "stolen": self.stolen,
                 "cut_at_cap": int((~self.real.requests["finished"]).sum()),
                 "same_answer_length": float(np.mean(self.real.requests["output_tokens"].to_numpy()
                                                     == self.study_tokens))}
 
 
 def run_live(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup, calibration: Calibration,
-             policy: LivePolicy, load: str, qps: float, on_progress: Progress = no_progress) -> LiveRun:
-    """Serve ``runs`` at ``qps`` under ``policy`` for real, then replay it in the simulator."""
+             common: Calibration, policy: LivePolicy, load: str, qps: float,
+             on_progress: Progress = no_progress) -> LiveRun:
+    """Serve ``runs`` at ``qps`` under ``policy`` for real, then replay it in the simulator on ``calibration`` (the
+    prediction), on it at the run's measured speed, and on ``common`` (the cost model every policy is ranked on)."""
     predictor = ConstantPredictor(1.0) if policy.queue == "fcfs" else predictor_for(policy.predictor, runs)
     requests = live_requests(runs, arrivals(runs, qps, setup.seed), setup)
+    before = cpu_ticks()
     real = serve(engine, requests, predictor, config_for(setup, policy, calibration), on_progress=on_progress)
-    return LiveRun(load, qps, policy, real, simulated(real, predictor), runs["output_tokens"].to_numpy())
+    stolen = stolen_share(before, cpu_ticks())
+    return LiveRun(load, qps, policy, real, simulated(real, predictor),
+                   simulated(real, predictor, speed=iteration_ratio(real)),
+                   simulated(real, predictor, cost=common.cost), runs["output_tokens"].to_numpy(), stolen)
 
 
 def ranking(runs: Sequence[LiveRun], which: str, metric: str = "mean_e2e_s") -> list[str]:
-    """Policy labels from best to worst by ``which`` ("real" or "sim") ``metric`` of :meth:`LiveRun.summary`."""
+    """Policy labels from best to worst by ``metric`` of the ``which`` run: "real", or "ranked" (the simulator on
+    the cost model common to all policies)."""
     return [s["policy"] for s in sorted((r.summary() for r in runs), key=lambda s: s[f"{which}_{metric}"])]
+
+
+NOT_APART = "real runs cannot tell apart"
+
+
+def policy_differences(runs: Sequence[LiveRun]) -> pd.DataFrame:
+    """Per pair of policies (A listed before B): the mean end-to-end latency of A minus B over the same requests, with
+    a paired bootstrap 95% CI, in the real runs and in the simulator's (on the common cost model), and how the
+    simulator reads the pair (``sim_reading``: :data:`NOT_APART` where the real CI includes 0, else "same order",
+    "opposite order", or "no difference" where the simulator's CI includes 0)."""
+    rows = []
+    for k, a in enumerate(runs):
+        for b in runs[k + 1:]:
+            row = {"A": a.policy.label, "B": b.policy.label}
+            for which, attribute in (("real", "real"), ("sim", "ranked")):
+                diff = (request_latencies(getattr(a, attribute))["e2e_s"].to_numpy()
+                        - request_latencies(getattr(b, attribute))["e2e_s"].to_numpy())
+                est = bootstrap_mean(diff)
+                row.update({f"{which}_diff_s": est.value, f"{which}_lo_s": est.lo, f"{which}_hi_s": est.hi,
+                            f"{which}_tells_apart": est.excludes_zero()})
+            row["sim_reading"] = (NOT_APART if not row["real_tells_apart"] else "no difference"
+                                  if not row["sim_tells_apart"] else "same order"
+                                  if np.sign(row["sim_diff_s"]) == np.sign(row["real_diff_s"]) else "opposite order")
+            row["requests"] = est.n
+            rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def engine_for(target: TargetModel, setup: LiveSetup) -> BatchedEngine:
     """The serving engine: no features, at most the setup's batch."""
     return BatchedEngine(target, batch_size=setup.batch, features="none")
+
+
+@dataclass
+class LiveSession:
+    """What live comparisons share: the drawn requests, the engine serving them and its cost model fitted to a
+    profile of other prompts (with the estimated capacity the loads are fractions of)."""
+
+    setup: LiveSetup
+    engine: BatchedEngine
+    evaluation: pd.DataFrame
+    calibration_runs: pd.DataFrame
+    calibration: Calibration
+    iterations: pd.DataFrame
+    capacity: float
+
+    def qps(self, load: str) -> float:
+        if load not in LOADS:
+            raise ValueError(f"load must be one of {sorted(LOADS)}, not {load!r}")
+        return LOADS[load] * self.capacity
+
+    def serve(self, policies: Sequence[LivePolicy], load: str, on_progress: Progress = no_progress) -> list[LiveRun]:
+        """Each policy serves the requests for real at ``load`` (arrivals at the session's capacity times the load's
+        fraction), after a shorter profile that the simulator's replay of that run is calibrated on."""
+        runs = []
+        for policy in policies:
+            def progress(done: int, total: int, phase: str, label: str = f"serving under {policy.label}") -> None:
+                on_progress(done, total, f"{label} · {phase}")
+            fresh, _ = profile_engine(self.engine, self.calibration_runs, self.setup, REPROFILE_STEPS, progress)
+            runs.append(run_live(self.engine, self.evaluation, self.setup, fresh, self.calibration, policy, load,
+                                 self.qps(load), progress))
+        return runs
+
+
+def live_session(target: TargetModel, setup: LiveSetup, on_progress: Progress = no_progress) -> LiveSession:
+    """Draw the requests, profile the engine on the calibration prompts and fit its cost model."""
+    evaluation, calibration_runs = draw_requests(setup)
+    engine = engine_for(target, setup)
+    calibration, iterations = profile_engine(engine, calibration_runs, setup, on_progress=on_progress)
+    return LiveSession(setup, engine, evaluation, calibration_runs, calibration, iterations,
+                       capacity_qps(evaluation, setup, calibration))
