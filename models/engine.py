@@ -120,6 +120,11 @@ class Row:
     done: bool = False
     parts: list[tuple[LogitSummary, dict[int, torch.Tensor]]] = field(default_factory=list)
 
+    @property
+    def context(self) -> int:
+        """Tokens of its prompt and answer so far: what it attends to, and what a recompute prefills."""
+        return len(self.prompt_ids) + len(self.output_ids)
+
 
 def token_budget(target: TargetModel, prompt_len: int, max_new_tokens: int) -> int:
     """New tokens a prompt may get: ``max_new_tokens`` within the model's context (error if none)."""
@@ -297,7 +302,7 @@ class BatchedEngine:
         this token finished. Only without features (``features="none"``)."""
         if self.features != "none":
             raise ValueError("serving requests one by one needs an engine without features (features='none')")
-        lengths = [len(r.prompt_ids) + len(r.output_ids) for r in rows]
+        lengths = [r.context for r in rows]
         finished = []
         for group in group_by_length(lengths, self.prefill_tokens, spread=1.25):
             part = [rows[k] for k in group]

@@ -107,6 +107,13 @@ class CostModel:
             return prefill + decode - min(self.prefill.a, self.decode.a)
         return prefill + decode
 
+    def iteration_s(self, kind: str, tokens: int, size: int, context: int) -> float:
+        """One ``kind`` ("prefill" or "decode") iteration of ``size`` sequences computing ``tokens`` tokens over
+        ``context`` cached tokens (a prefill attends to no cache yet)."""
+        if kind == "prefill":
+            return self.prefill.step_s(tokens, size, 0)
+        return self.decode.step_s(tokens, size, context)
+
     def scaled(self, factor: float) -> CostModel:
         """Every cost ``factor`` times as long: the same engine on a machine running slower (or faster) than when it
         was profiled."""

@@ -92,8 +92,7 @@ class CostClock:
         self.t = max(self.t, t)
 
     def iteration(self, kind: str, tokens: int, size: int, context: int) -> None:
-        phase = self.cost.prefill if kind == "prefill" else self.cost.decode
-        self.t += phase.step_s(tokens, size, context)
+        self.t += self.cost.iteration_s(kind, tokens, size, context)
 
 
 def check_live_config(config: SimConfig) -> None:
@@ -153,7 +152,7 @@ class LiveServer:
                 self._preempt_for(waiting, batch, now)
             admitted = self._admit(waiting, batch, now)
             if admitted:
-                tokens = sum(len(self.rows[i].prompt_ids) + len(self.rows[i].output_ids) for i in admitted)
+                tokens = sum(self.rows[i].context for i in admitted)
                 finished = self.engine.admit(batch, [self.rows[i] for i in admitted])
                 clock.iteration("prefill", tokens, len(admitted), 0)
                 end = clock.now()
@@ -164,7 +163,7 @@ class LiveServer:
                 event = True
             else:
                 size = len(batch.rows)
-                context = sum(len(r.prompt_ids) + len(r.output_ids) for r in batch.rows)
+                context = sum(r.context for r in batch.rows)
                 finished = self.engine.decode_step(batch)
                 clock.iteration("decode", size, size, context)
                 end = clock.now()
@@ -182,7 +181,7 @@ class LiveServer:
         cfg, admitted, tokens = self.config, [], 0
         while len(waiting) and len(batch.rows) + len(admitted) < cfg.max_batch_size:
             i = waiting.peek(now)
-            context = len(self.requests[i].prompt_ids) + len(self.rows[i].output_ids)
+            context = self.rows[i].context
             if admitted and tokens + context > cfg.max_prefill_tokens:
                 break
             waiting.pop(now)
@@ -235,8 +234,8 @@ def iteration_ratio(result: SimResult) -> float:
     """Measured time of a live run's iterations over what its cost model gives for the same iterations: 1 when the
     machine ran as fast as when it was profiled, 2 when it ran at half that speed (a busy or throttled machine)."""
     seg, cost = result.segments, result.config.cost
-    predicted = [cost.prefill.step_s(t, b, 0) if kind == "prefill" else cost.decode.step_s(t, b, kv)
-                 for kind, t, b, kv in zip(seg["kind"], seg["tokens"], seg["batch_size"], seg["kv_tokens"])]
+    predicted = [cost.iteration_s(kind, tokens, size, context) for kind, tokens, size, context
+                 in zip(seg["kind"], seg["tokens"], seg["batch_size"], seg["kv_tokens"])]
     return float((seg["end_s"] - seg["start_s"]).sum() / max(sum(predicted), 1e-12))
 
 
@@ -265,14 +264,14 @@ def profile_iterations(engine: BatchedEngine, requests: Sequence[LiveRequest], m
     for done, (size, longest) in enumerate(plan, 1):
         batch, fresh = engine.running_batch(max_batch), rows(size, longest)
         for group in ([[r] for r in fresh] if size % 2 else [fresh]):
-            tokens = sum(len(r.prompt_ids) + len(r.output_ids) for r in group)
+            tokens = sum(r.context for r in group)
             start = time.perf_counter()
             engine.admit(batch, group)
             log.append((0, "decode", "prefill", start, time.perf_counter(), len(group), tokens, tokens))
         for _ in range(steps):
             if not batch.rows:
                 break
-            n, context = len(batch.rows), sum(len(r.prompt_ids) + len(r.output_ids) for r in batch.rows)
+            n, context = len(batch.rows), sum(r.context for r in batch.rows)
             start = time.perf_counter()
             engine.decode_step(batch)
             log.append((0, "decode", "decode", start, time.perf_counter(), n, context, n))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from lenscope.analysis.core.metrics import ci_text
 from lenscope.analysis.core.verdicts import too_few_prompts
 from lenscope.analysis.scheduler.metrics import request_latencies
 from lenscope.app.runner import run_job
@@ -16,12 +15,13 @@ from lenscope.figures.scheduler import live_cdf_figure
 from lenscope.jobs.scheduler.live import (
     DEFAULT_PREDICTOR,
     LOADS,
-    NOT_APART,
     ORACLE,
+    SIM_READINGS,
     LivePolicy,
     LiveRun,
     LiveSession,
     LiveSetup,
+    difference_texts,
     live_session,
     policy_differences,
     predictor_names,
@@ -58,8 +58,7 @@ def live_table(runs: list[LiveRun]) -> pd.DataFrame:
     how the machine ran: the real iterations' time over the profile's cost model for them, the CPU time stolen."""
     rows = []
     for run in runs:
-        s, e = run.summary(), run.errors()
-        p99 = e[(e["percentile"] == "P99") & (e["class"] == "all")].set_index("metric")
+        s, p99 = run.summary(), run.p99()
         rows.append({"policy": s["policy"], "requests": len(run.real.requests),
                      "mean E2E real (s)": s["real_mean_e2e_s"], "mean E2E sim (s)": s["sim_mean_e2e_s"],
                      "P99 E2E real (s)": p99.loc["e2e", "real_s"], "P99 E2E sim (s)": p99.loc["e2e", "sim_s"],
@@ -73,12 +72,8 @@ def live_table(runs: list[LiveRun]) -> pd.DataFrame:
 def difference_sentence(runs: list[LiveRun]) -> str:
     """What the real runs and the simulator say of policy A against policy B, with paired 95% CIs."""
     d = policy_differences(runs).iloc[0]
-    real, sim = (ci_text(d[f"{w}_diff_s"], d[f"{w}_lo_s"], d[f"{w}_hi_s"], True, 2) for w in ("real", "sim"))
-    reading = too_few_prompts(int(d["requests"]), MIN_REQUESTS) or {
-        NOT_APART: "the real runs cannot tell the two policies apart on these requests",
-        "same order": "the simulator orders the two policies as the real runs do",
-        "opposite order": "**the simulator orders the two policies the other way round**",
-        "no difference": "**the simulator sees no difference between them**"}[d["sim_reading"]]
+    real, sim = difference_texts(d)
+    reading = too_few_prompts(int(d["requests"]), MIN_REQUESTS) or SIM_READINGS[d["sim_reading"]]
     return (f"Mean end-to-end latency of {d['A']} minus {d['B']} over the same {d['requests']} requests (paired 95% "
             f"bootstrap CI): real {real} s, simulated {sim} s (both policies on the first profile's cost model): "
             f"{reading}. The CI is over requests: it leaves out how much a whole run varies from one run to the next "

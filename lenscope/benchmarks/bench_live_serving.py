@@ -14,14 +14,14 @@ import time
 import numpy as np
 import pandas as pd
 
-from lenscope.analysis.core.metrics import ci_text
 from lenscope.jobs.scheduler.live import (
     DEFAULT_POLICIES,
     LOADS,
-    NOT_APART,
+    SIM_READINGS,
     LivePolicy,
     LiveRun,
     LiveSetup,
+    difference_texts,
     live_session,
     policy_differences,
     ranking,
@@ -45,8 +45,7 @@ def policy_rows(runs: list[LiveRun]) -> list[str]:
              "| err | TTFT P99 err | TPOT P99 err | preemptions | iterations / profile | CPU stolen "
              "| P99 E2E err at the run's speed |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
-        s, e = run.summary(), run.errors()
-        p99 = e[(e["percentile"] == "P99") & (e["class"] == "all")].set_index("metric")["error"]
+        s, p99 = run.summary(), run.p99()["error"]
         mean_err = (s["sim_mean_e2e_s"] - s["real_mean_e2e_s"]) / s["real_mean_e2e_s"]
         lines.append(f"| {s['policy']} | {s['real_mean_e2e_s']:.2f} / {s['sim_mean_e2e_s']:.2f} | {percent(mean_err)} "
                      f"| {s['real_p99_e2e_s']:.2f} / {s['sim_p99_e2e_s']:.2f} | {percent(p99['e2e'])} "
@@ -75,11 +74,8 @@ def pair_lines(differences: pd.DataFrame) -> list[str]:
     """A line per pair of policies: the real and simulated mean E2E difference with paired 95% CIs."""
     lines = []
     for _, d in differences.iterrows():
-        order = {NOT_APART: "real runs cannot tell them apart", "same order": "the simulator orders them the same",
-                 "opposite order": "the simulator orders them OPPOSITE",
-                 "no difference": "the simulator sees NO difference"}[d["sim_reading"]]
-        real, sim = (ci_text(d[f"{w}_diff_s"], d[f"{w}_lo_s"], d[f"{w}_hi_s"], True, 2) for w in ("real", "sim"))
-        lines.append(f"- {d['A']} minus {d['B']}: real {real} s, sim {sim} s: {order}")
+        real, sim = difference_texts(d)
+        lines.append(f"- {d['A']} minus {d['B']}: real {real} s, sim {sim} s: {SIM_READINGS[d['sim_reading']]}")
     return lines
 
 
@@ -135,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             first, second = runs[0].summary(), again.summary()
             repeat = abs(second["real_p99_e2e_s"] - first["real_p99_e2e_s"]) / first["real_p99_e2e_s"]
             itself = policy_differences([runs[0], again]).iloc[0]
-            gap = ci_text(itself["real_diff_s"], itself["real_lo_s"], itself["real_hi_s"], True, 2)
+            gap = difference_texts(itself)[0]
             print(f"\nthe real server against itself ({runs[0].policy.label} served again): P99 E2E "
                   f"{first['real_p99_e2e_s']:.2f} s then {second['real_p99_e2e_s']:.2f} s ({repeat:.1%} apart); mean "
                   f"E2E first minus second {gap} s over the same requests; iterations / profile "

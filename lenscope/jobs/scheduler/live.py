@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lenscope.analysis.core.metrics import bootstrap_mean
+from lenscope.analysis.core.metrics import bootstrap_mean, ci_text
 from lenscope.analysis.core.progress import Progress, no_progress
 from lenscope.analysis.scheduler.cost_model import Calibration, CostModel, fit_iterations
 from lenscope.analysis.scheduler.engine import SimConfig, SimResult, simulate
@@ -244,6 +244,11 @@ class LiveRun:
     def errors(self, at_speed: bool = False) -> pd.DataFrame:
         return latency_errors(self.real, self.at_speed if at_speed else self.sim)
 
+    def p99(self) -> pd.DataFrame:
+        """The P99 of every request, per latency (``ttft``, ``tpot``, ``e2e``): real, simulated and the error."""
+        errors = self.errors()
+        return errors[(errors["percentile"] == "P99") & (errors["class"] == "all")].set_index("metric")
+
     def summary(self) -> dict:
         real, sim, ranked = summarize(self.real), summarize(self.sim), summarize(self.ranked)
         return {"load": self.load, "qps": self.qps, "policy": self.policy.label,
@@ -281,6 +286,10 @@ def ranking(runs: Sequence[LiveRun], which: str, metric: str = "mean_e2e_s") -> 
 
 
 NOT_APART = "real runs cannot tell apart"
+# How the simulator reads a pair of policies (``sim_reading`` of :func:`policy_differences`), in words.
+SIM_READINGS = {NOT_APART: "real runs cannot tell them apart", "same order": "the simulator orders them the same",
+                "opposite order": "the simulator orders them OPPOSITE",
+                "no difference": "the simulator sees NO difference"}
 
 
 def policy_differences(runs: Sequence[LiveRun]) -> pd.DataFrame:
@@ -304,6 +313,11 @@ def policy_differences(runs: Sequence[LiveRun]) -> pd.DataFrame:
             row["requests"] = est.n
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def difference_texts(row: pd.Series) -> tuple[str, str]:
+    """The real and the simulated difference of a :func:`policy_differences` row, each with its CI (seconds)."""
+    return tuple(ci_text(row[f"{w}_diff_s"], row[f"{w}_lo_s"], row[f"{w}_hi_s"], True, 2) for w in ("real", "sim"))
 
 
 def engine_for(target: TargetModel, setup: LiveSetup) -> BatchedEngine:
