@@ -108,6 +108,48 @@ def bootstrap_mean(values, groups=None, n_boot: int = 1000, level: float = 0.95,
     return _bootstrap(*_cluster_sums(np.asarray(values, dtype=float), groups), n_boot, level, seed)
 
 
+def pooled_spread(values, groups) -> tuple[float, int]:
+    """The within-group standard deviation of ``values`` pooled over every group (as in a one-way ANOVA) and its
+    degrees of freedom: (NaN, 0) when no group has two values."""
+    frame = pd.DataFrame({"group": list(groups), "value": np.asarray(values, dtype=float)})
+    if frame.empty:
+        raise ValueError("need at least one value")
+    by = frame.groupby("group", sort=False)["value"]
+    df = int((by.size() - 1).sum())
+    if not df:
+        return float("nan"), 0
+    return float(np.sqrt((frame["value"] - by.transform("mean")).pow(2).sum() / df)), df
+
+
+def _student_half(spread: float, df: int, level: float) -> float:
+    from scipy.stats import t as student
+
+    return float(spread * student.ppf(1 - (1 - level) / 2, df)) if df else float("nan")
+
+
+def pooled_group_means(values, groups, level: float = 0.95) -> pd.DataFrame:
+    """Per group (in order of first appearance): the mean of its ``values`` with a Student-t CI whose spread is the
+    within-group variance pooled over every group (:func:`pooled_spread`: a few repetitions per group still give a
+    CI). Columns ``group``, ``value``, ``lo``, ``hi``, ``n``; NaN bounds when no group has two values."""
+    spread, df = pooled_spread(values, groups)
+    frame = pd.DataFrame({"group": list(groups), "value": np.asarray(values, dtype=float)})
+    means = frame.groupby("group", sort=False)["value"].agg(["mean", "size"]).reset_index()
+    half = _student_half(spread, df, level) / np.sqrt(means["size"].to_numpy(float))
+    return pd.DataFrame({"group": means["group"], "value": means["mean"], "lo": means["mean"] - half,
+                         "hi": means["mean"] + half, "n": means["size"]})
+
+
+def pooled_difference(values, groups, first, second, level: float = 0.95) -> Estimate:
+    """The mean of group ``first`` minus that of ``second`` with a Student-t CI from the within-group spread pooled
+    over every group (NaN bounds without repetitions); ``n`` counts the values of both."""
+    means = pooled_group_means(values, groups, level).set_index("group")
+    a, b = means.loc[first], means.loc[second]
+    spread, df = pooled_spread(values, groups)
+    half = _student_half(spread, df, level) * np.sqrt(1 / a["n"] + 1 / b["n"])
+    value = float(a["value"] - b["value"])
+    return Estimate(value, value - half, value + half, int(a["n"] + b["n"]))
+
+
 def bootstrap_ratio(numerator, denominator, groups=None, baseline=None, n_boot: int = 1000, level: float = 0.95,
                     seed: int = 0) -> Estimate:
     """``sum(numerator) / sum(denominator)`` (a rate: accepted per evaluated draft, tokens per second) with a

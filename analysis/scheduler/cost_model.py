@@ -114,12 +114,13 @@ class CostModel:
             return self.prefill.step_s(tokens, size, 0)
         return self.decode.step_s(tokens, size, context)
 
-    def scaled(self, factor: float) -> CostModel:
-        """Every cost ``factor`` times as long: the same engine on a machine running slower (or faster) than when it
-        was profiled."""
-        def phase(cost: LinearCost) -> LinearCost:
-            return LinearCost(*(factor * getattr(cost, k) for k in "abcd"), sizes=tuple(factor * x for x in cost.sizes))
-        return replace(self, prefill=phase(self.prefill), decode=phase(self.decode),
+    def scaled(self, factor: float, decode: float | None = None) -> CostModel:
+        """Every cost ``factor`` times as long (decode iterations ``decode`` times, where given): the same engine on a
+        machine running slower (or faster) than when it was profiled."""
+        def phase(cost: LinearCost, by: float) -> LinearCost:
+            return LinearCost(*(by * getattr(cost, k) for k in "abcd"), sizes=tuple(by * x for x in cost.sizes))
+        return replace(self, prefill=phase(self.prefill, factor),
+                       decode=phase(self.decode, factor if decode is None else decode),
                        kv_transfer_base_s=factor * self.kv_transfer_base_s,
                        kv_transfer_per_token_s=factor * self.kv_transfer_per_token_s)
 
@@ -252,3 +253,31 @@ def fit_iterations(iterations: pd.DataFrame, base: CostModel = DEFAULT_COST) -> 
                                        sizes=tuple(float(x) for x in table)),
                      kv_transfer_base_s=base.kv_transfer_base_s, kv_transfer_per_token_s=base.kv_transfer_per_token_s)
     return Calibration(cost=cost, prefill_mape=prefill_mape, decode_mape=decode_mape, n_rows=len(iterations))
+
+
+def predicted_iterations(cost: CostModel, iterations: pd.DataFrame) -> np.ndarray:
+    """What ``cost`` gives for each iteration of a log (``kind``, ``tokens``, ``batch_size``, ``kv_tokens``)."""
+    return np.array([cost.iteration_s(kind, tokens, size, context) for kind, tokens, size, context
+                     in zip(iterations["kind"], iterations["tokens"], iterations["batch_size"],
+                            iterations["kv_tokens"])], dtype=float)
+
+
+def fit_speed(cost: CostModel, iterations: pd.DataFrame) -> tuple[Calibration, dict[str, float]]:
+    """``cost`` at the speed ``iterations`` ran at: each phase scaled by the iterations' measured time over what
+    ``cost`` gives for them (a short profile places a long profile's shape at a drifting machine's speed of the
+    moment). Returns the calibration (its MAPE on ``iterations``) and the factor per phase. ValueError unless both
+    phases have an iteration."""
+    seconds = (iterations["end_s"] - iterations["start_s"]).to_numpy(float)
+    predicted = predicted_iterations(cost, iterations)
+    factors, kinds = {}, iterations["kind"].to_numpy()
+    for kind in ("prefill", "decode"):
+        rows = kinds == kind
+        if not rows.any() or predicted[rows].sum() <= 0:
+            raise ValueError(f"measuring a speed needs {kind} iterations")
+        factors[kind] = float(seconds[rows].sum() / predicted[rows].sum())
+    scaled = cost.scaled(factors["prefill"], factors["decode"])
+    fitted = predicted_iterations(scaled, iterations)
+    timed = seconds > 0
+    mape = {kind: float(np.mean(np.abs(fitted - seconds)[timed & (kinds == kind)] / seconds[timed & (kinds == kind)]))
+            for kind in factors}
+    return Calibration(scaled, mape["prefill"], mape["decode"], len(iterations)), factors

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from lenscope.analysis.core.progress import Progress, no_progress
-from lenscope.analysis.scheduler.cost_model import CostModel
+from lenscope.analysis.scheduler.cost_model import CostModel, predicted_iterations
 from lenscope.analysis.scheduler.engine import SimConfig, SimResult
 from lenscope.analysis.scheduler.policies import RequestView, WaitQueue
 from lenscope.analysis.scheduler.predictors import Predictor
@@ -233,21 +233,30 @@ class LiveServer:
 def iteration_ratio(result: SimResult) -> float:
     """Measured time of a live run's iterations over what its cost model gives for the same iterations: 1 when the
     machine ran as fast as when it was profiled, 2 when it ran at half that speed (a busy or throttled machine)."""
-    seg, cost = result.segments, result.config.cost
-    predicted = [cost.iteration_s(kind, tokens, size, context) for kind, tokens, size, context
-                 in zip(seg["kind"], seg["tokens"], seg["batch_size"], seg["kv_tokens"])]
-    return float((seg["end_s"] - seg["start_s"]).sum() / max(sum(predicted), 1e-12))
+    seg = result.segments
+    return float((seg["end_s"] - seg["start_s"]).sum() / max(predicted_iterations(result.config.cost, seg).sum(),
+                                                              1e-12))
+
+
+PROMPT_PASSES = ("shortest", "longest")
 
 
 def profile_iterations(engine: BatchedEngine, requests: Sequence[LiveRequest], max_batch: int, steps: int = 12,
-                       on_progress: Progress = no_progress) -> pd.DataFrame:
+                       on_progress: Progress = no_progress, passes: Sequence[str] = PROMPT_PASSES,
+                       rounds: int = 1) -> pd.DataFrame:
     """Time the engine's iterations at every batch size from 1 to ``max_batch`` (the profile a cost model is fitted
-    to, as Vidur profiles each batch size). After a warm-up, each size is timed twice, on the shortest ``requests``
-    and on the longest (so the context varies apart from the size): the rows are admitted one per prefill for odd
-    sizes and all in one prefill for even ones, then decoded for up to ``steps`` iterations. Returns one row per
-    iteration in the live segments' columns (``kv_tokens`` is the decode context)."""
-    if not requests or max_batch < 1 or steps < 1:
-        raise ValueError("profiling needs requests, a batch of at least 1 and at least 1 step")
+    to, as Vidur profiles each batch size). After a warm-up, each size is timed once per pass of ``passes``: on the
+    shortest ``requests`` and on the longest (so the context varies apart from the size). The rows are admitted one
+    per prefill for odd sizes and all in one prefill for even ones, then decoded for up to ``steps`` iterations after
+    an untimed first one (a new batch's first step costs 10-15% more on a CPU, once per batch: timed, it would raise
+    every step's cost). With several ``rounds`` the whole plan is repeated, every other round in reverse order, so
+    that a drift of a shared machine's speed during the profile falls on every batch size alike instead of bending
+    the cost of the sizes timed while it was slow. Returns one row per timed iteration in the live segments' columns
+    (``kv_tokens`` is the decode context)."""
+    if not requests or max_batch < 1 or steps < 1 or rounds < 1:
+        raise ValueError("profiling needs requests, a batch of at least 1, at least 1 step and at least 1 round")
+    if not passes or set(passes) - set(PROMPT_PASSES):
+        raise ValueError(f"passes are some of {PROMPT_PASSES}, not {tuple(passes)}")
     by_length = sorted(requests, key=lambda r: len(r.prompt_ids))
 
     def rows(n: int, longest: bool) -> list:
@@ -260,7 +269,8 @@ def profile_iterations(engine: BatchedEngine, requests: Sequence[LiveRequest], m
     for _ in range(2):
         if warm.rows:
             engine.decode_step(warm)
-    log, plan = [], [(size, longest) for longest in (False, True) for size in range(1, max_batch + 1)]
+    once = [(size, kind == "longest") for kind in passes for size in range(1, max_batch + 1)]
+    log, plan = [], [item for r in range(rounds) for item in (once[::-1] if r % 2 else once)]
     for done, (size, longest) in enumerate(plan, 1):
         batch, fresh = engine.running_batch(max_batch), rows(size, longest)
         for group in ([[r] for r in fresh] if size % 2 else [fresh]):
@@ -268,6 +278,8 @@ def profile_iterations(engine: BatchedEngine, requests: Sequence[LiveRequest], m
             start = time.perf_counter()
             engine.admit(batch, group)
             log.append((0, "decode", "prefill", start, time.perf_counter(), len(group), tokens, tokens))
+        if batch.rows:
+            engine.decode_step(batch)
         for _ in range(steps):
             if not batch.rows:
                 break

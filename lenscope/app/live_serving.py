@@ -42,7 +42,7 @@ def policy_choices() -> dict[str, LivePolicy]:
 
 
 def _session(setup: LiveSetup, on_progress) -> LiveSession:
-    """The profiled engine of ``setup``, kept in this browser session (profiling takes a quarter of a minute)."""
+    """The profiled engine of ``setup``, kept in this browser session (profiling takes about half a minute)."""
     held = st.session_state.get(SESSION)
     if held is None or held.setup != setup:
         held = live_session(get_target(""), setup, on_progress)
@@ -50,12 +50,13 @@ def _session(setup: LiveSetup, on_progress) -> LiveSession:
     return held
 
 
-ERROR_COLUMNS = ("P99 E2E sim error", "P99 TTFT sim error", "CPU stolen")
+ERROR_COLUMNS = ("P99 E2E sim error", "P99 E2E error at the run's speed", "P99 TTFT sim error", "CPU stolen")
 
 
 def live_table(runs: list[LiveRun]) -> pd.DataFrame:
     """Per policy: real and simulated mean and P99 end-to-end latency and TTFT, with the simulator's P99 errors, and
-    how the machine ran: the real iterations' time over the profile's cost model for them, the CPU time stolen."""
+    how the machine ran: its speed measured before the run against the session's profile, the run's iterations' time
+    over the cost model at that speed, the CPU time stolen, and the P99 error once the run's own speed is known."""
     rows = []
     for run in runs:
         s, p99 = run.summary(), run.p99()
@@ -64,8 +65,10 @@ def live_table(runs: list[LiveRun]) -> pd.DataFrame:
                      "P99 E2E real (s)": p99.loc["e2e", "real_s"], "P99 E2E sim (s)": p99.loc["e2e", "sim_s"],
                      "P99 E2E sim error": p99.loc["e2e", "error"], "P99 TTFT real (s)": p99.loc["ttft", "real_s"],
                      "P99 TTFT sim (s)": p99.loc["ttft", "sim_s"], "P99 TTFT sim error": p99.loc["ttft", "error"],
-                     "preemptions": s["preemptions"], "iterations / profile": s["iteration_ratio"],
-                     "CPU stolen": s["stolen"]})
+                     "preemptions": s["preemptions"], "decode speed before": s["speed_decode"],
+                     "iterations / that speed": s["iteration_ratio"], "CPU stolen": s["stolen"],
+                     "P99 E2E error at the run's speed": (s["at_speed_p99_e2e_s"] - s["real_p99_e2e_s"])
+                     / s["real_p99_e2e_s"]})
     return pd.DataFrame(rows)
 
 
@@ -75,7 +78,7 @@ def difference_sentence(runs: list[LiveRun]) -> str:
     real, sim = difference_texts(d)
     reading = too_few_prompts(int(d["requests"]), MIN_REQUESTS) or SIM_READINGS[d["sim_reading"]]
     return (f"Mean end-to-end latency of {d['A']} minus {d['B']} over the same {d['requests']} requests (paired 95% "
-            f"bootstrap CI): real {real} s, simulated {sim} s (both policies on the first profile's cost model): "
+            f"bootstrap CI): real {real} s, simulated {sim} s (both policies on the session's cost model): "
             f"{reading}. The CI is over requests: it leaves out how much a whole run varies from one run to the next "
             "(the same policy served twice on 2 cores differed by about 15% in P99 in the benchmark).")
 
@@ -85,9 +88,9 @@ def live_tab() -> None:
     st.markdown("The embedded model (SmolLM2-135M-Instruct, the study's target) serves held-out study chat prompts "
                 "for real: requests arrive on a Poisson clock, wait in the policy's queue and are batched "
                 "continuously (at most 4 rows), with the study's out-of-fold predictions. The engine is profiled at "
-                "every batch size on other prompts, and briefly again before each run; the simulator, calibrated on "
-                "that profile, replays the same requests with the same predictions. "
-                "`python -m lenscope benchmark live-serving` runs four policies at both loads.")
+                "every batch size on other prompts, and its speed is measured again right before each run; the "
+                "simulator, on that profile at that speed, replays the same requests with the same predictions. "
+                "`python -m lenscope benchmark live-serving` serves three policies twice each at both loads.")
     if shipped_study() is None:
         st.info("The live tab serves the shipped study's prompts, which this copy lacks: `git checkout data/results`.")
         return
@@ -107,7 +110,7 @@ def live_tab() -> None:
 
         def job(on_progress):
             session = _session(setup, on_progress)
-            return session, load, session.serve([choices[first], choices[second]], load, on_progress)
+            return session, load, session.serve([choices[first], choices[second]], load, on_progress=on_progress)
 
         st.session_state[RESULT] = run_job(job, "profiling the engine")
     if first == second:
@@ -120,9 +123,10 @@ def live_tab() -> None:
     st.caption(f"{len(session.evaluation)} requests at {session.qps(load):.2f} requests/s ({load}: {LOADS[load]:g} x "
                f"the estimated capacity of {session.capacity:.2f}); cost model fitted to {len(session.iterations)} "
                f"profiled iterations (prefill MAPE {session.calibration.prefill_mape:.0%}, decode "
-               f"{session.calibration.decode_mape:.0%}). Error = (simulated - real) / real. *Iterations / profile* "
-               "above 1 means the machine ran slower than when it was profiled (the *CPU stolen* by the hypervisor is "
-               "one cause): the simulator cannot know it.")
+               f"{session.calibration.decode_mape:.0%}). Error = (simulated - real) / real. *Decode speed before*: the "
+               "machine's speed right before the run against the session's profile (1.1 = 10% slower); *iterations / "
+               "that speed* above 1 means it ran slower still during the run (the *CPU stolen* by the hypervisor is "
+               "one cause), which the simulator cannot know; the last column replays the run at its own speed.")
     st.markdown(difference_sentence(runs))
     show_table(live_table(runs).round(3), "live-serving", hide_index=True,
                column_config={c: st.column_config.NumberColumn(format="percent") for c in ERROR_COLUMNS})

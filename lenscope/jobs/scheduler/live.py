@@ -4,23 +4,30 @@ calibrated from a profile of the same engine, replays the same requests with the
 Requests are shipped study runs (their prompts and sampling settings, so the answers are the study's, generated
 again), drawn from finished chat answers of at most ``max_output`` tokens; predictions are the shipped out-of-fold
 predictions (each run predicted by a model that never saw its fold) or the oracle (the study's lengths). The cost
-model is fitted to a profile of the same engine on other study prompts (every batch size timed, as Vidur profiles),
-taken again (shorter) right before each run, so that it has the machine's speed of the moment. Loads are fractions
-of the capacity the first profile's cost model gives for these requests
-(:func:`~lenscope.jobs.scheduler.replay.stage_capacity`).
+model is fitted to a profile of the same engine on other study prompts (every batch size timed, as Vidur profiles);
+a shorter profile right before each run measures the machine's speed of the moment, and that run's replay uses the
+session's cost model at that speed. Loads are fractions of the capacity the session's cost model gives for these
+requests (:func:`~lenscope.jobs.scheduler.replay.stage_capacity`). Each policy may be served several times, the
+repetitions interleaved, so that the simulator's error is read against the real server's run-to-run spread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from lenscope.analysis.core.metrics import bootstrap_mean, ci_text
+from lenscope.analysis.core.metrics import (
+    Estimate,
+    bootstrap_mean,
+    ci_text,
+    pooled_difference,
+    pooled_group_means,
+)
 from lenscope.analysis.core.progress import Progress, no_progress
-from lenscope.analysis.scheduler.cost_model import Calibration, CostModel, fit_iterations
+from lenscope.analysis.scheduler.cost_model import Calibration, CostModel, fit_iterations, fit_speed
 from lenscope.analysis.scheduler.engine import SimConfig, SimResult, simulate
 from lenscope.analysis.scheduler.live_server import LiveRequest, iteration_ratio, profile_iterations, serve
 from lenscope.analysis.scheduler.metrics import LATENCIES, PERCENTILES, request_latencies, summarize
@@ -39,9 +46,13 @@ DEFAULT_PREDICTOR = "EGTP head (egtp pooling)"
 # than the instance serves them, so queues form and the policies part).
 LOADS = {"light": 0.5, "heavy": 1.2}
 CLASSES = ("all", "short", "long")
-# Decode iterations timed per batch size and prompt length: in the session's profile, and in the shorter one taken
-# again right before each run (the speed of a shared machine drifts by 10-20% over minutes).
-PROFILE_STEPS, REPROFILE_STEPS = 12, 4
+# Decode iterations timed per batch size and prompt length: in each of the session profile's rounds (the cost model's
+# shape, its rounds interleaved against the machine's drift), and in the short profile right before each run (the
+# speed of the moment: a shared machine's drifts by 10-20% within a minute).
+PROFILE_STEPS, PROFILE_ROUNDS, REPROFILE_STEPS = 4, 3, 4
+P99_GOAL = 0.10  # issue 39's target: simulated P99 end-to-end latency within 10% of the real one
+WITHIN, BEYOND, CANNOT_TELL, ONE_RUN = ("within the goal", "beyond the goal", "cannot tell",
+                                        "one run each: no CI")
 
 
 @dataclass(frozen=True)
@@ -61,9 +72,6 @@ class LivePolicy:
             return "FCFS"
         by = "oracle" if self.predictor == ORACLE else self.predictor
         return f"{self.queue.upper()}{' (preemptive)' if self.preemptive else ''} on {by}"
-
-
-DEFAULT_POLICIES = (LivePolicy("fcfs"), LivePolicy("sjf"), LivePolicy("srpt"), LivePolicy("sjf", ORACLE))
 
 
 @dataclass(frozen=True)
@@ -161,12 +169,12 @@ def predictor_names() -> list[str]:
     return [ORACLE, *([] if study is None else sorted(study.out_of_fold()["predictor"].unique()))]
 
 
-def profile_engine(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup, steps: int = PROFILE_STEPS,
+def profile_engine(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup,
                    on_progress: Progress = no_progress) -> tuple[Calibration, pd.DataFrame]:
-    """Time the engine at every batch size up to the setup's on ``runs`` (``steps`` decode iterations each) and fit
-    the cost model to the iterations (returned too)."""
-    iterations = profile_iterations(engine, live_requests(runs, [0.0] * len(runs), setup), setup.batch, steps,
-                                    on_progress)
+    """Time the engine at every batch size up to the setup's on ``runs`` (:data:`PROFILE_ROUNDS` rounds of
+    :data:`PROFILE_STEPS` decode iterations each) and fit the cost model to the iterations (returned too)."""
+    iterations = profile_iterations(engine, live_requests(runs, [0.0] * len(runs), setup), setup.batch, PROFILE_STEPS,
+                                    on_progress, rounds=PROFILE_ROUNDS)
     return fit_iterations(iterations), iterations
 
 
@@ -181,11 +189,11 @@ def arrivals(runs: pd.DataFrame, qps: float, seed: int) -> np.ndarray:
     return poisson_retime(runs[["prompt_tokens", "output_tokens"]], qps, seed)["arrival_s"].to_numpy()
 
 
-def simulated(real: SimResult, predictor: Predictor, speed: float = 1.0, cost: CostModel | None = None) -> SimResult:
+def simulated(real: SimResult, predictor: Predictor, cost: CostModel | None = None) -> SimResult:
     """The simulator's replay of a live run: the same arrivals, prompts, answer lengths, predictions and config, on
-    ``cost`` (default: the run's), every iteration ``speed`` times as long as it says."""
+    ``cost`` (default: the run's)."""
     trace = real.requests[["arrival_s", "prompt_tokens", "output_tokens"]]
-    return simulate(trace, predictor, real.config.with_(cost=(cost or real.config.cost).scaled(speed)))
+    return simulate(trace, predictor, real.config.with_(cost=cost or real.config.cost))
 
 
 def latency_errors(real: SimResult, sim: SimResult) -> pd.DataFrame:
@@ -226,10 +234,11 @@ def stolen_share(before: tuple[int, int] | None, after: tuple[int, int] | None) 
 @dataclass
 class LiveRun:
     """One policy at one load: the live run and three replays of it by the simulator. ``sim`` is the prediction, on
-    the cost model of the profile taken right before the run; ``at_speed`` scales every iteration of that model by
-    the run's :func:`iteration_ratio` (what the simulator's batching and queueing get wrong once it knows how fast the
-    machine actually ran); ``ranked`` uses the session's first profile, common to every policy, so that policies are
-    ranked on one cost model. ``stolen``: the share of CPU time the hypervisor took during the run."""
+    the session's cost model at the speed measured right before the run (``speed``: its factor per phase); ``at_speed``
+    scales each phase of that model by how long the run's own iterations of that phase took against it (what the
+    simulator's batching and queueing get wrong once it knows how fast the machine actually ran); ``ranked`` uses the
+    session's cost model as profiled, common to every policy, so that policies are ranked on one cost model.
+    ``stolen``: the share of CPU time the hypervisor took during the run; ``repeat``: which repetition it is."""
 
     load: str
     qps: float
@@ -240,6 +249,8 @@ class LiveRun:
     ranked: SimResult
     study_tokens: np.ndarray
     stolen: float = float("nan")
+    repeat: int = 0
+    speed: dict[str, float] = field(default_factory=dict)
 
     def errors(self, at_speed: bool = False) -> pd.DataFrame:
         return latency_errors(self.real, self.at_speed if at_speed else self.sim)
@@ -257,7 +268,9 @@ class LiveRun:
                 "real_p99_e2e_s": real["all_e2e_p99_s"], "sim_p99_e2e_s": sim["all_e2e_p99_s"],
                 "real_short_p99_e2e_s": real["short_e2e_p99_s"], "sim_short_p99_e2e_s": sim["short_e2e_p99_s"],
                 "at_speed_p99_e2e_s": summarize(self.at_speed)["all_e2e_p99_s"],
-                "preemptions": int(self.real.requests["preemptions"].sum()),
+                "preemptions": int(self.real.requests["preemptions"].sum()), "repeat": self.repeat,
+                "speed_prefill": self.speed.get("prefill", float("nan")),
+                "speed_decode": self.speed.get("decode", float("nan")),
                 "iteration_ratio": iteration_ratio(self.real), "stolen": self.stolen,
                 "cut_at_cap": int((~self.real.requests["finished"]).sum()),
                 "same_answer_length": float(np.mean(self.real.requests["output_tokens"].to_numpy()
@@ -266,7 +279,7 @@ class LiveRun:
 
 def run_live(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup, calibration: Calibration,
              common: Calibration, policy: LivePolicy, load: str, qps: float,
-             on_progress: Progress = no_progress) -> LiveRun:
+             on_progress: Progress = no_progress, repeat: int = 0, speed: dict[str, float] | None = None) -> LiveRun:
     """Serve ``runs`` at ``qps`` under ``policy`` for real, then replay it in the simulator on ``calibration`` (the
     prediction), on it at the run's measured speed, and on ``common`` (the cost model every policy is ranked on)."""
     predictor = ConstantPredictor(1.0) if policy.queue == "fcfs" else predictor_for(policy.predictor, runs)
@@ -274,15 +287,13 @@ def run_live(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup, calibr
     before = cpu_ticks()
     real = serve(engine, requests, predictor, config_for(setup, policy, calibration), on_progress=on_progress)
     stolen = stolen_share(before, cpu_ticks())
-    return LiveRun(load, qps, policy, real, simulated(real, predictor),
-                   simulated(real, predictor, speed=iteration_ratio(real)),
-                   simulated(real, predictor, cost=common.cost), runs["output_tokens"].to_numpy(), stolen)
+    at_speed = fit_speed(real.config.cost, real.segments)[0].cost
+    return LiveRun(load, qps, policy, real, simulated(real, predictor), simulated(real, predictor, at_speed),
+                   simulated(real, predictor, common.cost), runs["output_tokens"].to_numpy(), stolen, repeat,
+                   dict(speed or {}))
 
 
-def ranking(runs: Sequence[LiveRun], which: str, metric: str = "mean_e2e_s") -> list[str]:
-    """Policy labels from best to worst by ``metric`` of the ``which`` run: "real", or "ranked" (the simulator on
-    the cost model common to all policies)."""
-    return [s["policy"] for s in sorted((r.summary() for r in runs), key=lambda s: s[f"{which}_{metric}"])]
+
 
 
 NOT_APART = "real runs cannot tell apart"
@@ -292,32 +303,103 @@ SIM_READINGS = {NOT_APART: "real runs cannot tell them apart", "same order": "th
                 "no difference": "the simulator sees NO difference"}
 
 
+def e2e_by_policy(runs: Sequence[LiveRun], attribute: str) -> dict[str, np.ndarray]:
+    """Per policy label (in the runs' order): each request's end-to-end latency in the ``attribute`` run ("real",
+    "sim", "at_speed" or "ranked"), averaged over the policy's repetitions."""
+    by: dict[str, list[np.ndarray]] = {}
+    for run in runs:
+        by.setdefault(run.policy.label, []).append(request_latencies(getattr(run, attribute))["e2e_s"].to_numpy())
+    return {label: np.mean(values, axis=0) for label, values in by.items()}
+
+
+def ranking(runs: Sequence[LiveRun], which: str) -> list[str]:
+    """Policy labels from best to worst by mean end-to-end latency in the ``which`` run (averaged over a policy's
+    repetitions): "real", "at_speed" (the simulator at each run's measured speed) or "ranked" (the simulator on the
+    cost model common to all policies)."""
+    means = {label: float(np.mean(e2e)) for label, e2e in e2e_by_policy(runs, which).items()}
+    return sorted(means, key=means.get)
+
+
 def policy_differences(runs: Sequence[LiveRun]) -> pd.DataFrame:
-    """Per pair of policies (A listed before B): the mean end-to-end latency of A minus B over the same requests, with
-    a paired bootstrap 95% CI, in the real runs and in the simulator's (on the common cost model), and how the
-    simulator reads the pair (``sim_reading``: :data:`NOT_APART` where the real CI includes 0, else "same order",
-    "opposite order", or "no difference" where the simulator's CI includes 0)."""
-    rows = []
-    for k, a in enumerate(runs):
-        for b in runs[k + 1:]:
-            row = {"A": a.policy.label, "B": b.policy.label}
-            for which, attribute in (("real", "real"), ("sim", "ranked")):
-                diff = (request_latencies(getattr(a, attribute))["e2e_s"].to_numpy()
-                        - request_latencies(getattr(b, attribute))["e2e_s"].to_numpy())
-                est = bootstrap_mean(diff)
+    """Per pair of policies (A listed before B): the mean end-to-end latency of A minus B over the same requests, in
+    the real runs, in the simulator's replays at each run's measured speed (``at_speed``: the same drift as the real
+    runs) and in the simulator's on the common cost model (``sim``: one speed for all), and how the simulator reads the
+    pair (``sim_reading``: :data:`NOT_APART` where the real CI includes 0, else "same order", "opposite order", or "no
+    difference" where the simulator's CI includes 0). The simulator's CI is a paired bootstrap over requests. So are
+    the real and at-speed ones with a single run per policy; with repetitions (``real_ci_over`` "runs") they are over
+    runs: a Student-t CI from the run-to-run spread of each run's mean, pooled over the policies, which a drift of the
+    machine's speed widens as it should (over requests it would read a drift between two runs as a difference of
+    policies)."""
+    latencies = {which: e2e_by_policy(runs, which) for which in ("real", "at_speed", "ranked")}
+    labels = [r.policy.label for r in runs]
+    over_runs = min(labels.count(label) for label in latencies["real"]) >= 2
+    run_means = {which: [float(np.mean(request_latencies(getattr(r, which))["e2e_s"])) for r in runs]
+                 for which in ("real", "at_speed")}
+    policies, rows = list(latencies["real"]), []
+    for k, a in enumerate(policies):
+        for b in policies[k + 1:]:
+            row = {"A": a, "B": b, "real_ci_over": "runs" if over_runs else "requests", "requests": len(latencies[
+                "real"][a])}
+            for which, attribute in (("real", "real"), ("at_speed", "at_speed"), ("sim", "ranked")):
+                est = (pooled_difference(run_means[attribute], labels, a, b) if attribute != "ranked" and over_runs
+                       else bootstrap_mean(latencies[attribute][a] - latencies[attribute][b]))
                 row.update({f"{which}_diff_s": est.value, f"{which}_lo_s": est.lo, f"{which}_hi_s": est.hi,
                             f"{which}_tells_apart": est.excludes_zero()})
             row["sim_reading"] = (NOT_APART if not row["real_tells_apart"] else "no difference"
                                   if not row["sim_tells_apart"] else "same order"
                                   if np.sign(row["sim_diff_s"]) == np.sign(row["real_diff_s"]) else "opposite order")
-            row["requests"] = est.n
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def difference_texts(row: pd.Series) -> tuple[str, str]:
-    """The real and the simulated difference of a :func:`policy_differences` row, each with its CI (seconds)."""
-    return tuple(ci_text(row[f"{w}_diff_s"], row[f"{w}_lo_s"], row[f"{w}_hi_s"], True, 2) for w in ("real", "sim"))
+def goal_verdict(lo: float, hi: float, goal: float = P99_GOAL) -> str:
+    """How a CI of the simulator's relative error reads against ``goal``: :data:`WITHIN` (inside +-goal),
+    :data:`BEYOND` (wholly outside), :data:`CANNOT_TELL` (across a bound), :data:`ONE_RUN` (no CI)."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return ONE_RUN
+    if -goal <= lo and hi <= goal:
+        return WITHIN
+    return BEYOND if lo > goal or hi < -goal else CANNOT_TELL
+
+
+def run_p99_errors(runs: Sequence[LiveRun], at_speed: bool = False) -> pd.DataFrame:
+    """Per run: its load and policy, the real and simulated P99 end-to-end latency over all its requests and the
+    simulator's error ((sim - real) / real; ``at_speed``: the replay at the run's measured speed)."""
+    rows = []
+    for run in runs:
+        p99 = run.errors(at_speed).query("metric == 'e2e' and percentile == 'P99' and `class` == 'all'").iloc[0]
+        rows.append({"load": run.load, "policy": run.policy.label, "real_s": p99["real_s"], "sim_s": p99["sim_s"],
+                     "error": p99["error"]})
+    return pd.DataFrame(rows)
+
+
+def p99_errors(runs: Sequence[LiveRun], at_speed: bool = False) -> pd.DataFrame:
+    """Per load and policy: the real and simulated P99 end-to-end latency averaged over its repetitions, and the
+    simulator's error (:func:`run_p99_errors`) averaged over them, with a 95% CI from the run-to-run spread of the
+    errors pooled over every load and policy (Student's t) and its reading against :data:`P99_GOAL`
+    (:func:`goal_verdict`)."""
+    frame = run_p99_errors(runs, at_speed)
+    means = frame.groupby(["load", "policy"], sort=False)[["real_s", "sim_s"]].mean().reset_index()
+    errors = pooled_group_means(frame["error"], list(zip(frame["load"], frame["policy"])))
+    out = means.assign(error=errors["value"].to_numpy(), lo=errors["lo"].to_numpy(), hi=errors["hi"].to_numpy(),
+                       runs=errors["n"].to_numpy())
+    out["reading"] = [goal_verdict(lo, hi) for lo, hi in zip(out["lo"], out["hi"])]
+    return out
+
+
+def p99_bias(runs: Sequence[LiveRun], at_speed: bool = False) -> tuple[Estimate, str]:
+    """The simulator's P99 error (:func:`run_p99_errors`) averaged over every run, with a 95% bootstrap CI that
+    resamples the loads and policies (a policy's runs together), and its reading against :data:`P99_GOAL`: whether
+    the simulator is off on the whole, apart from any one run's noise."""
+    frame = run_p99_errors(runs, at_speed)
+    estimate = bootstrap_mean(frame["error"], list(zip(frame["load"], frame["policy"])))
+    return estimate, goal_verdict(estimate.lo, estimate.hi)
+
+
+def difference_texts(row: pd.Series, which: Sequence[str] = ("real", "sim")) -> tuple[str, ...]:
+    """The ``which`` differences of a :func:`policy_differences` row ("real", "sim", "at_speed"), each with its CI
+    (seconds)."""
+    return tuple(ci_text(row[f"{w}_diff_s"], row[f"{w}_lo_s"], row[f"{w}_hi_s"], True, 2) for w in which)
 
 
 def engine_for(target: TargetModel, setup: LiveSetup) -> BatchedEngine:
@@ -343,16 +425,31 @@ class LiveSession:
             raise ValueError(f"load must be one of {sorted(LOADS)}, not {load!r}")
         return LOADS[load] * self.capacity
 
-    def serve(self, policies: Sequence[LivePolicy], load: str, on_progress: Progress = no_progress) -> list[LiveRun]:
+    def speed(self, on_progress: Progress = no_progress) -> tuple[Calibration, dict[str, float]]:
+        """The session's cost model at the machine's speed of the moment (a shorter profile of the shortest
+        calibration prompts, a few seconds), with the factor per phase against the session's profile."""
+        iterations = profile_iterations(self.engine, live_requests(self.calibration_runs, [0.0] * len(
+            self.calibration_runs), self.setup), self.setup.batch, REPROFILE_STEPS, on_progress, ("shortest",))
+        return fit_speed(self.calibration.cost, iterations)
+
+    def serve(self, policies: Sequence[LivePolicy], load: str, repeats: int = 1,
+              on_progress: Progress = no_progress) -> list[LiveRun]:
         """Each policy serves the requests for real at ``load`` (arrivals at the session's capacity times the load's
-        fraction), after a shorter profile that the simulator's replay of that run is calibrated on."""
-        runs = []
-        for policy in policies:
-            def progress(done: int, total: int, phase: str, label: str = f"serving under {policy.label}") -> None:
-                on_progress(done, total, f"{label} · {phase}")
-            fresh, _ = profile_engine(self.engine, self.calibration_runs, self.setup, REPROFILE_STEPS, progress)
-            runs.append(run_live(self.engine, self.evaluation, self.setup, fresh, self.calibration, policy, load,
-                                 self.qps(load), progress))
+        fraction), ``repeats`` times, the repetitions interleaved in the order A B C, C B A, A B C... (so that a
+        steady drift of the machine's speed falls on each policy alike); before every run, :meth:`speed` calibrates
+        the simulator's replay of that run."""
+        if repeats < 1:
+            raise ValueError("repeats must be at least 1")
+        runs, policies = [], list(policies)
+        for repeat in range(repeats):
+            for policy in policies[::-1] if repeat % 2 else policies:
+                label = f"serving under {policy.label}" + (f" (run {repeat + 1} of {repeats})" if repeats > 1 else "")
+
+                def progress(done: int, total: int, phase: str, label: str = label) -> None:
+                    on_progress(done, total, f"{label} · {phase}")
+                fresh, speed = self.speed(progress)
+                runs.append(run_live(self.engine, self.evaluation, self.setup, fresh, self.calibration, policy, load,
+                                     self.qps(load), progress, repeat, speed))
         return runs
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lenscope.analysis.core.metrics import bootstrap_ratio, mae, mae_by_step
+from lenscope.analysis.core.metrics import bootstrap_ratio, mae, mae_by_step, pooled_group_means
 
 
 def test_mae_and_errors():
@@ -76,3 +76,14 @@ def test_bootstrap_ratio_of_sums_and_its_paired_difference():
     clustered = bootstrap_ratio(accepted, evaluated, groups=["a", "a", "b", "b"])
     assert clustered.n == 2 and clustered.value == pytest.approx(10 / 15)
     assert np.isnan(bootstrap_ratio([0, 0], [0, 0]).value)
+
+
+def test_pooled_group_means_give_every_group_the_pooled_spread():
+    from scipy.stats import t
+
+    out = pooled_group_means([1.0, 2.0, 3.0, 5.0, 10.0], ["a", "a", "b", "b", "c"]).set_index("group")
+    assert out["value"].tolist() == [1.5, 4.0, 10.0] and out["n"].tolist() == [2, 2, 1]
+    half = np.sqrt((0.25 + 0.25 + 1 + 1) / 2) * t.ppf(0.975, 2)  # pooled variance over 2 degrees of freedom
+    assert out.loc["a", "hi"] - out.loc["a", "value"] == pytest.approx(half / np.sqrt(2))
+    assert out.loc["c", "hi"] - out.loc["c", "value"] == pytest.approx(half)  # one value: the pooled spread still
+    assert np.isnan(pooled_group_means([1.0, 2.0], ["a", "b"])["lo"]).all()  # no repetition anywhere: no CI

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lenscope.analysis.scheduler.cost_model import DEFAULT_COST, CostModel, fit_iterations
+from lenscope.analysis.scheduler.cost_model import DEFAULT_COST, CostModel, fit_iterations, fit_speed
 from lenscope.analysis.scheduler.engine import SimConfig, simulate
 from lenscope.analysis.scheduler.live_server import (
     CostClock,
@@ -63,7 +63,15 @@ def test_the_profile_times_every_batch_size_on_short_and_long_prompts(target):
     assert prefill["batch_size"].tolist() == [1, 2, 1, 1, 1] * 2  # odd sizes one per prefill, even sizes at once
     short, long = prefill["tokens"].iloc[:5].sum(), prefill["tokens"].iloc[5:].sum()
     assert long > short  # the second pass serves the longest prompts
+    assert decode.groupby("batch_size").size().max() <= 2 * 3  # a new batch's first step is not timed
     assert fit_iterations(iterations).cost.decode.sizes  # enough to fit a cost model
+    twice = profile_iterations(BatchedEngine(target, batch_size=3, features="none"), requests, 3, steps=2,
+                               passes=("shortest",), rounds=2)  # the second round in reverse order: sizes 3, 2, 1
+    twice_prefill = twice[twice["kind"] == "prefill"]
+    assert twice_prefill["batch_size"].tolist() == [1, 2, 1, 1, 1] + [1, 1, 1, 2, 1]
+    assert twice_prefill["tokens"].iloc[:5].tolist() == prefill["tokens"].iloc[:5].tolist()  # the shortest prompts
+    with pytest.raises(ValueError, match="passes are some of"):
+        profile_iterations(BatchedEngine(target, batch_size=3, features="none"), requests, 3, passes=("middle",))
 
 
 def test_an_evicted_request_recomputes_and_keeps_its_answer(target):
@@ -122,6 +130,30 @@ def test_the_fitted_decode_cost_keeps_a_jump_between_batch_sizes_and_round_trips
     cost = fit_iterations(pd.DataFrame(rows)).cost
     assert CostModel.from_dict(json.loads(json.dumps(cost.to_dict()))) == cost
     assert "sizes" not in DEFAULT_COST.to_dict()["decode"]  # the stored configs' layout is unchanged
+
+
+def test_a_short_profile_places_the_cost_model_at_the_machine_s_speed():
+    """Prefill 1.3x and decode 0.8x as long as the model says: each phase's factor is recovered and the scaled model
+    fits the iterations exactly."""
+    cost = fit_iterations(pd.DataFrame(_profile_rows())).cost
+    slower = cost.scaled(1.3, decode=0.8)
+    rows = pd.DataFrame(_profile_rows())
+    rows["end_s"] = [slower.iteration_s(k, t, s, c) for k, t, s, c in zip(rows["kind"], rows["tokens"],
+                                                                         rows["batch_size"], rows["kv_tokens"])]
+    calibration, factors = fit_speed(cost, rows)
+    assert factors == pytest.approx({"prefill": 1.3, "decode": 0.8})
+    assert calibration.cost.decode.sizes == pytest.approx(tuple(0.8 * x for x in cost.decode.sizes))
+    assert calibration.prefill_mape < 1e-9 and calibration.decode_mape < 1e-9
+    with pytest.raises(ValueError, match="needs prefill iterations"):
+        fit_speed(cost, rows[rows["kind"] == "decode"])
+
+
+def _profile_rows() -> list[dict]:
+    jump = {1: 0.05, 2: 0.052, 4: 0.09}
+    rows = [{"kind": "prefill", "start_s": 0.0, "end_s": 0.1 + 1e-3 * t, "batch_size": 1, "tokens": t,
+             "kv_tokens": t} for t in (30, 60, 90, 200)]
+    return rows + [{"kind": "decode", "start_s": 0.0, "end_s": jump[size] + 2e-6 * context, "batch_size": size,
+                    "tokens": size, "kv_tokens": context} for size in jump for context in (100 * size, 300 * size)]
 
 
 def test_the_live_server_refuses_what_it_cannot_run():
