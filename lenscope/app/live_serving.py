@@ -75,12 +75,13 @@ def live_table(runs: list[LiveRun]) -> pd.DataFrame:
 def difference_sentence(runs: list[LiveRun]) -> str:
     """What the real runs and the simulator say of policy A against policy B, with paired 95% CIs."""
     d = policy_differences(runs).iloc[0]
-    real, sim = difference_texts(d)
+    real, sim, at_speed = difference_texts(d, ("real", "sim", "at_speed"))
     reading = too_few_prompts(int(d["requests"]), MIN_REQUESTS) or SIM_READINGS[d["sim_reading"]]
     return (f"Mean end-to-end latency of {d['A']} minus {d['B']} over the same {d['requests']} requests (paired 95% "
             f"bootstrap CI): real {real} s, simulated {sim} s (both policies on the session's cost model): "
-            f"{reading}. The CI is over requests: it leaves out how much a whole run varies from one run to the next "
-            "(the same policy served twice on 2 cores differed by about 15% in P99 in the benchmark).")
+            f"{reading}; simulated at each run's measured speed {at_speed} s. The CI is over requests: it leaves out "
+            "how much a whole run varies from one run to the next (the same policy served twice on 2 cores differed "
+            "by 6-24% in P99 in the benchmark, which serves each policy twice and reads differences over runs).")
 
 
 def live_tab() -> None:
