@@ -255,9 +255,10 @@ class LiveRun:
     def errors(self, at_speed: bool = False) -> pd.DataFrame:
         return latency_errors(self.real, self.at_speed if at_speed else self.sim)
 
-    def p99(self) -> pd.DataFrame:
-        """The P99 of every request, per latency (``ttft``, ``tpot``, ``e2e``): real, simulated and the error."""
-        errors = self.errors()
+    def p99(self, at_speed: bool = False) -> pd.DataFrame:
+        """The P99 of every request, per latency (``ttft``, ``tpot``, ``e2e``): real, simulated (``at_speed``: the
+        replay at the run's measured speed) and the error."""
+        errors = self.errors(at_speed)
         return errors[(errors["percentile"] == "P99") & (errors["class"] == "all")].set_index("metric")
 
     def summary(self) -> dict:
@@ -367,7 +368,7 @@ def run_p99_errors(runs: Sequence[LiveRun], at_speed: bool = False) -> pd.DataFr
     simulator's error ((sim - real) / real; ``at_speed``: the replay at the run's measured speed)."""
     rows = []
     for run in runs:
-        p99 = run.errors(at_speed).query("metric == 'e2e' and percentile == 'P99' and `class` == 'all'").iloc[0]
+        p99 = run.p99(at_speed).loc["e2e"]
         rows.append({"load": run.load, "policy": run.policy.label, "real_s": p99["real_s"], "sim_s": p99["sim_s"],
                      "error": p99["error"]})
     return pd.DataFrame(rows)
