@@ -11,7 +11,10 @@ decodes one token. Preemption is considered when the simulator considers it: aft
 prefill. The instance has no paged KV limit (give the simulator a capacity that never binds).
 
 The clock is pluggable: :class:`WallClock` serves in real time; :class:`CostClock` advances by the cost model per
-iteration instead, which makes a live run reproduce the simulator exactly (how the tests check the semantics).
+iteration instead, which makes a live run reproduce the simulator exactly (how the tests check the semantics). On a
+:class:`CostClock` that follows the machine's measured speed over time (:func:`speed_over_time`), :func:`replay`
+serves a live run again without a model (:class:`ReplayEngine` gives each request the answer length it got): what
+the simulator predicts once it knows how fast the machine ran at each moment.
 The result is a :class:`~lenscope.analysis.scheduler.engine.SimResult`, so every metric and figure of the simulator
 reads a live run the same way.
 """
@@ -20,7 +23,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Protocol
 
 import numpy as np
@@ -76,11 +80,24 @@ class WallClock:
         """Real time has passed by itself."""
 
 
-class CostClock:
-    """Model time: each iteration lasts what ``cost`` says (the simulator's clock), idle waits jump."""
+@dataclass(frozen=True)
+class MeasuredSpeed:
+    """How fast a machine ran over a live run: at ``times_s``, the iterations took ``factors`` times what the cost
+    model gives (linear in between, the end values outside)."""
 
-    def __init__(self, cost: CostModel) -> None:
-        self.cost, self.t = cost, 0.0
+    times_s: np.ndarray
+    factors: np.ndarray
+
+    def at(self, t: float) -> float:
+        return float(np.interp(t, self.times_s, self.factors))
+
+
+class CostClock:
+    """Model time: each iteration lasts what ``cost`` says (the simulator's clock), times the machine's ``speed`` at
+    that moment where given; idle waits jump."""
+
+    def __init__(self, cost: CostModel, speed: MeasuredSpeed | None = None) -> None:
+        self.cost, self.speed, self.t = cost, speed, 0.0
 
     def start(self) -> None:
         self.t = 0.0
@@ -92,7 +109,8 @@ class CostClock:
         self.t = max(self.t, t)
 
     def iteration(self, kind: str, tokens: int, size: int, context: int) -> None:
-        self.t += self.cost.iteration_s(kind, tokens, size, context)
+        factor = 1.0 if self.speed is None else self.speed.at(self.t)
+        self.t += factor * self.cost.iteration_s(kind, tokens, size, context)
 
 
 def check_live_config(config: SimConfig) -> None:
@@ -109,7 +127,7 @@ class LiveServer:
     """Serves ``requests`` on ``engine`` (without features) under ``config``'s queue policy with ``predictor``'s
     lengths (indexed like ``requests``); :meth:`run` returns the per-request timings."""
 
-    def __init__(self, engine: BatchedEngine, requests: Sequence[LiveRequest], predictor: Predictor,
+    def __init__(self, engine: BatchedEngine | ReplayEngine, requests: Sequence[LiveRequest], predictor: Predictor,
                  config: SimConfig, clock: Clock | None = None) -> None:
         check_live_config(config)
         if not requests:
@@ -238,6 +256,98 @@ def iteration_ratio(result: SimResult) -> float:
                                                               1e-12))
 
 
+def speed_over_time(result: SimResult, window_s: float) -> MeasuredSpeed:
+    """How fast the machine ran during a live run: at the middle of each iteration, the measured time of the
+    iterations whose middles lie within ``window_s`` around it, over what the run's cost model gives for them."""
+    if window_s <= 0:
+        raise ValueError("the window must be positive")
+    seg = result.segments
+    if seg.empty:
+        raise ValueError("a live run without iterations has no speed")
+    middles = ((seg["start_s"] + seg["end_s"]) / 2).to_numpy(float)
+    order = np.argsort(middles, kind="stable")
+    middles = middles[order]
+    measured = np.concatenate([[0.0], np.cumsum((seg["end_s"] - seg["start_s"]).to_numpy(float)[order])])
+    predicted = np.concatenate([[0.0], np.cumsum(predicted_iterations(result.config.cost, seg)[order])])
+    lo = np.searchsorted(middles, middles - window_s / 2, side="left")
+    hi = np.searchsorted(middles, middles + window_s / 2, side="right")
+    return MeasuredSpeed(middles, (measured[hi] - measured[lo]) / np.maximum(predicted[hi] - predicted[lo], 1e-12))
+
+
+@dataclass
+class _KnownRow:
+    """A request of a :class:`ReplayEngine`: its prompt, the answer length it is to get, and its tokens so far."""
+
+    index: int
+    prompt_ids: list[int]
+    length: int
+    stops: bool
+    output_ids: list[int] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def context(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    def next_token(self) -> None:
+        last = len(self.output_ids) + 1 >= self.length
+        self.output_ids.append(ReplayEngine.STOP if last and self.stops else ReplayEngine.TOKEN)
+        self.done = last
+
+
+@dataclass
+class _KnownBatch:
+    rows: list[_KnownRow] = field(default_factory=list)
+
+
+class ReplayEngine:
+    """The serving engine's interface without a model: request ``i`` gets an answer of ``lengths[i]`` tokens, ending
+    with a stop token where ``stops[i]`` (so :class:`LiveServer` serves a live run again on any clock, see
+    :func:`replay`). Admitting a request gives it its next token, as a prefill does; an evicted one keeps its tokens."""
+
+    STOP, TOKEN = 0, 1
+
+    def __init__(self, lengths: Sequence[int], stops: Sequence[bool]) -> None:
+        if len(lengths) != len(stops) or min(lengths, default=1) < 1:
+            raise ValueError("a replay needs one answer length of at least 1 token and one stop flag per request")
+        self.lengths, self.stops = [int(n) for n in lengths], [bool(s) for s in stops]
+        self.target = SimpleNamespace(stop_ids={self.STOP})
+
+    def new_row(self, index: int, prompt: Sequence[int], settings: GenerationSettings) -> _KnownRow:
+        return _KnownRow(index, list(prompt), self.lengths[index], self.stops[index])
+
+    def running_batch(self, size: int) -> _KnownBatch:
+        return _KnownBatch()
+
+    def admit(self, batch: _KnownBatch, rows: list[_KnownRow]) -> list[_KnownRow]:
+        for row in rows:
+            row.next_token()
+        batch.rows += [r for r in rows if not r.done]
+        return [r for r in rows if r.done]
+
+    def decode_step(self, batch: _KnownBatch) -> list[_KnownRow]:
+        for row in batch.rows:
+            row.next_token()
+        finished = [r for r in batch.rows if r.done]
+        batch.rows = [r for r in batch.rows if not r.done]
+        return finished
+
+    def evict(self, batch: _KnownBatch, rows: list[_KnownRow]) -> None:
+        batch.rows = [r for r in batch.rows if not any(r is x for x in rows)]
+
+
+def replay(run: SimResult, predictor: Predictor, clock: Clock) -> SimResult:
+    """A live run served again on ``clock`` without a model: the same arrivals, prompt lengths, answer lengths and
+    predictions, under the run's config. On a :class:`CostClock` without a speed this is the simulator's replay; with
+    :func:`speed_over_time` of the run, the simulator at the machine's measured speed of each moment."""
+    q = run.requests
+    requests = [LiveRequest((ReplayEngine.TOKEN,) * int(p), float(a), REPLAY_SETTINGS)
+                for p, a in zip(q["prompt_tokens"], q["arrival_s"])]
+    engine = ReplayEngine(q["output_tokens"].to_numpy(), q["finished"].to_numpy())
+    return LiveServer(engine, requests, predictor, run.config, clock).run()
+
+
+REPLAY_SETTINGS = GenerationSettings()
 PROMPT_PASSES = ("shortest", "longest")
 
 

@@ -50,13 +50,15 @@ def _session(setup: LiveSetup, on_progress) -> LiveSession:
     return held
 
 
-ERROR_COLUMNS = ("P99 E2E sim error", "P99 E2E error at the run's speed", "P99 TTFT sim error", "CPU stolen")
+ERROR_COLUMNS = ("P99 E2E sim error", "P99 E2E error at the run's speed", "P99 E2E error at the speed over time",
+                 "P99 TTFT sim error", "CPU stolen")
 
 
 def live_table(runs: list[LiveRun]) -> pd.DataFrame:
     """Per policy: real and simulated mean and P99 end-to-end latency and TTFT, with the simulator's P99 errors, and
     how the machine ran: its speed measured before the run against the session's profile, the run's iterations' time
-    over the cost model at that speed, the CPU time stolen, and the P99 error once the run's own speed is known."""
+    over the cost model at that speed, the CPU time stolen, and the P99 error once the run's own speed is known, and
+    once the machine's speed over time is known."""
     rows = []
     for run in runs:
         s, p99 = run.summary(), run.p99()
@@ -67,8 +69,8 @@ def live_table(runs: list[LiveRun]) -> pd.DataFrame:
                      "P99 TTFT sim (s)": p99.loc["ttft", "sim_s"], "P99 TTFT sim error": p99.loc["ttft", "error"],
                      "preemptions": s["preemptions"], "decode speed before": s["speed_decode"],
                      "iterations / that speed": s["iteration_ratio"], "CPU stolen": s["stolen"],
-                     "P99 E2E error at the run's speed": (s["at_speed_p99_e2e_s"] - s["real_p99_e2e_s"])
-                     / s["real_p99_e2e_s"]})
+                     "P99 E2E error at the run's speed": run.p99("at_speed").loc["e2e", "error"],
+                     "P99 E2E error at the speed over time": run.p99("over_time").loc["e2e", "error"]})
     return pd.DataFrame(rows)
 
 
@@ -127,7 +129,9 @@ def live_tab() -> None:
                f"{session.calibration.decode_mape:.0%}). Error = (simulated - real) / real. *Decode speed before*: the "
                "machine's speed right before the run against the session's profile (1.1 = 10% slower); *iterations / "
                "that speed* above 1 means it ran slower still during the run (the *CPU stolen* by the hypervisor is "
-               "one cause), which the simulator cannot know; the last column replays the run at its own speed.")
+               "one cause), which the simulator cannot know. The last two columns replay the run at its own average "
+               "speed, and at the machine's speed measured over time (2-second windows): what is left of the error "
+               "once the machine's drift is known.")
     st.markdown(difference_sentence(runs))
     show_table(live_table(runs).round(3), "live-serving", hide_index=True,
                column_config={c: st.column_config.NumberColumn(format="percent") for c in ERROR_COLUMNS})

@@ -2,7 +2,8 @@
 loads for real; the simulator, calibrated from a profile of the same engine, replays the same requests with the
 same predictions. Each policy is served twice at each load (the runs interleaved), so that the simulator's P99 error
 is read with a CI against the real server's own run-to-run spread; the tables give the errors per run, policy and
-request class, and whether both rank the policies alike.
+request class, and whether both rank the policies alike. Beside the prediction, two replays read the error apart from
+the machine's drift: at each run's own speed, and at the machine's speed measured over time.
 
 Run: ``python -m lenscope benchmark live-serving [--quick] [--repeats N]`` (about 9 minutes on 2 cores; ``--quick``:
 about a minute).
@@ -22,6 +23,7 @@ from lenscope.jobs.scheduler.live import (
     CANNOT_TELL,
     LOADS,
     P99_GOAL,
+    REPLAYS,
     SIM_READINGS,
     WITHIN,
     LivePolicy,
@@ -51,13 +53,15 @@ def policy_rows(runs: list[LiveRun]) -> list[str]:
     """A markdown row per run: real and simulated mean, P99 and short-request P99 end-to-end latency, with the
     simulator's errors, the TTFT and TPOT P99 errors, the preemptions, the machine's speed measured before the run
     against the session's profile, how long the run's iterations took against the cost model at that speed, the share
-    of CPU time the hypervisor took meanwhile and the P99 error at the run's own speed."""
+    of CPU time the hypervisor took meanwhile, the P99 error at the run's own speed, and the P99 E2E and TTFT errors at
+    the machine's measured speed over time."""
     lines = ["| policy | run | mean E2E real / sim (s) | err | P99 E2E real / sim (s) | err "
              "| short P99 E2E real / sim (s) | err | TTFT P99 err | TPOT P99 err | preemptions "
              "| speed before (prefill / decode) | iterations / that speed | CPU stolen "
-             "| P99 E2E err at the run's speed |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| P99 E2E err at the run's speed | P99 E2E / TTFT err at the speed over time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
-        s, p99 = run.summary(), run.p99()["error"]
+        s, p99, over_time = run.summary(), run.p99()["error"], run.p99("over_time")["error"]
         mean_err = (s["sim_mean_e2e_s"] - s["real_mean_e2e_s"]) / s["real_mean_e2e_s"]
         lines.append(f"| {s['policy']} | {s['repeat'] + 1} | {s['real_mean_e2e_s']:.2f} / {s['sim_mean_e2e_s']:.2f} "
                      f"| {percent(mean_err)} | {s['real_p99_e2e_s']:.2f} / {s['sim_p99_e2e_s']:.2f} "
@@ -66,18 +70,21 @@ def policy_rows(runs: list[LiveRun]) -> list[str]:
                      f" | {percent(p99['ttft'])} | {percent(p99['tpot'])} | {s['preemptions']} "
                      f"| {s['speed_prefill']:.2f}x / {s['speed_decode']:.2f}x | {s['iteration_ratio']:.2f}x "
                      f"| {s['stolen']:.0%} "
-                     f"| {percent((s['at_speed_p99_e2e_s'] - s['real_p99_e2e_s']) / s['real_p99_e2e_s'])} |")
+                     f"| {percent(run.p99('at_speed')['error']['e2e'])} "
+                     f"| {percent(over_time['e2e'])} / {percent(over_time['ttft'])} |")
     return lines
 
 
-def goal_rows(errors: pd.DataFrame, at_speed: pd.DataFrame) -> list[str]:
-    """A markdown row per load and policy: P99 E2E averaged over its runs, real and simulated, the simulator's mean
-    error with its CI, the same at each run's measured speed, and how the error reads against the goal."""
-    lines = ["| load | policy | runs | P99 E2E real / sim (s) | sim error [95% CI] | reading "
-             "| at each run's speed [95% CI] | reading |", "|---|---|---|---|---|---|---|---|"]
-    for (_, e), (_, a) in zip(errors.iterrows(), at_speed.iterrows()):
-        lines.append(f"| {e['load']} | {e['policy']} | {e['runs']} | {e['real_s']:.2f} / {e['sim_s']:.2f} "
-                     f"| {interval(e)} | {e['reading']} | {interval(a)} | {a['reading']} |")
+def goal_rows(errors: dict[str, pd.DataFrame]) -> list[str]:
+    """A markdown row per load and policy: P99 E2E averaged over its runs, real and simulated, then in each replay of
+    :data:`REPLAYS` (``errors``, from :func:`p99_errors`) the simulator's mean error with its CI and how it reads
+    against the goal."""
+    lines = ["| load | policy | runs | P99 E2E real / sim (s) | " + " | ".join(
+        f"sim {REPLAYS[r]} [95% CI] | reading" for r in errors) + " |", "|---" * (4 + 2 * len(errors)) + "|"]
+    frames = list(errors.values())
+    for k, e in frames[0].iterrows():
+        lines.append(f"| {e['load']} | {e['policy']} | {e['runs']} | {e['real_s']:.2f} / {e['sim_s']:.2f} | "
+                     + " | ".join(f"{interval(f.loc[k])} | {f.loc[k, 'reading']}" for f in frames) + " |")
     return lines
 
 
@@ -108,9 +115,9 @@ def pair_lines(differences: pd.DataFrame) -> list[str]:
     return lines
 
 
-def bias_text(runs: list[LiveRun], at_speed: bool = False) -> str:
+def bias_text(runs: list[LiveRun], replay: str = "sim") -> str:
     """The simulator's P99 error averaged over every run, with its CI and reading (:func:`p99_bias`)."""
-    estimate, reading = p99_bias(runs, at_speed)
+    estimate, reading = p99_bias(runs, replay)
     return f"{percent(estimate.value)} [{percent(estimate.lo)}, {percent(estimate.hi)}] ({reading})"
 
 
@@ -151,14 +158,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"cost model fitted to {len(session.iterations)} iterations of {len(session.calibration_runs)} other study "
           f"prompts at every batch size from 1 to {setup.batch}: prefill MAPE {calibration.prefill_mape:.1%}, "
           f"decode MAPE {calibration.decode_mape:.1%}; estimated capacity {session.capacity:.2f} requests/s")
-    agree, agree_at_speed, apart, same_order, served = 0, 0, 0, 0, []
+    agree, agree_at_speed, agree_over_time, apart, same_order, served = 0, 0, 0, 0, 0, []
     for load, fraction in LOADS.items():
         runs = session.serve(policies, load, args.repeats)
         served += runs
         real, sim, at_speed = ranking(runs, "real"), ranking(runs, "ranked"), ranking(runs, "at_speed")
+        over_time = ranking(runs, "over_time")
         same = real == sim
         agree += same
         agree_at_speed += real == at_speed
+        agree_over_time += real == over_time
         differences = policy_differences(runs)
         apart += int(differences["real_tells_apart"].sum())
         same_order += int((differences["sim_reading"] == "same order").sum())
@@ -169,6 +178,8 @@ def main(argv: list[str] | None = None) -> None:
               "the session's cost model for every policy)")
         print(f"ranking by mean E2E, sim at each run's speed: {' < '.join(at_speed)} "
               f"({'the same' if real == at_speed else 'DIFFERENT'})")
+        print(f"ranking by mean E2E, sim at the machine's speed over time: {' < '.join(over_time)} "
+              f"({'the same' if real == over_time else 'DIFFERENT'})")
         over = ("95% CI over the runs, from their run-to-run spread pooled over the policies"
                 if (differences["real_ci_over"] == "runs").all() else "95% paired bootstrap CI over requests")
         print(f"\ndifferences of mean E2E over the same {setup.requests} requests (real and sim at each run's speed: "
@@ -178,24 +189,29 @@ def main(argv: list[str] | None = None) -> None:
         print(error_grid(runs).map(percent).to_string())
         lengths = np.mean([r.summary()["same_answer_length"] for r in runs])
         print(f"answers as long as the study's: {lengths:.0%} of requests")
-    errors, at_speed = p99_errors(served), p99_errors(served, at_speed=True)
+        ttft = {replay: np.mean([r.p99(replay)["error"]["ttft"] for r in runs]) for replay in REPLAYS}
+        print("TTFT P99 error, mean over the runs: " + ", ".join(f"sim {REPLAYS[r]} {percent(e)}"
+                                                              for r, e in ttft.items()))
+    errors = {replay: p99_errors(served, replay) for replay in REPLAYS}
     spread = run_to_run(served)
     print(f"\n## P99 E2E against the goal ({P99_GOAL:.0%}): mean over each policy's runs, 95% CI from the run-to-run "
           "spread of the errors pooled over loads and policies")
-    print("\n".join(goal_rows(errors, at_speed)))
-    overall, overall_at_speed = bias_text(served), bias_text(served, at_speed=True)
+    print("\n".join(goal_rows(errors)))
+    overall = {replay: bias_text(served, replay) for replay in REPLAYS}
     print(f"\nthe simulator's P99 E2E error averaged over all {len(served)} runs (95% bootstrap CI over loads and "
-          f"policies): {overall}; at each run's measured speed: {overall_at_speed}")
+          "policies): " + "; ".join(f"{REPLAYS[r]} {text}" for r, text in overall.items()))
     print(f"the real server against itself: a policy's P99 E2E {spread:.1%} apart between two of its runs at the same "
           "load (mean over pairs of runs, loads and policies)")
-    counts = errors["reading"].value_counts()
+    counts, over_time = errors["sim"]["reading"].value_counts(), errors["over_time"]["reading"].value_counts()
     minutes = (time.perf_counter() - started) / 60
-    print(f"\nlive serving: P99 E2E error within {P99_GOAL:.0%} for {counts.get(WITHIN, 0)} of {len(errors)} "
-          f"policy-loads, beyond for {counts.get(BEYOND, 0)}, cannot tell for {counts.get(CANNOT_TELL, 0)}; over all "
-          f"runs {overall}, at each run's measured speed {overall_at_speed}; policy ranking the same at {agree} of "
-          f"{len(LOADS)} loads ({agree_at_speed} at each run's speed), pairs the real runs tell apart ordered alike "
-          f"{same_order} of {apart}, real P99 {spread:.1%} apart run to run, {len(served)} real runs in "
-          f"{minutes:.1f} min")
+    print(f"\nlive serving: P99 E2E error within {P99_GOAL:.0%} for {counts.get(WITHIN, 0)} of {len(errors['sim'])} "
+          f"policy-loads, beyond for {counts.get(BEYOND, 0)}, cannot tell for {counts.get(CANNOT_TELL, 0)} (at the "
+          f"machine's speed over time: {over_time.get(WITHIN, 0)}, {over_time.get(BEYOND, 0)}, "
+          f"{over_time.get(CANNOT_TELL, 0)}); over all runs {overall['sim']}, at each run's measured speed "
+          f"{overall['at_speed']}, at the machine's speed over time {overall['over_time']}; policy ranking the same at "
+          f"{agree} of {len(LOADS)} loads ({agree_at_speed} at each run's speed, {agree_over_time} at the speed over "
+          f"time), pairs the real runs tell apart ordered alike {same_order} of {apart}, real P99 {spread:.1%} apart "
+          f"run to run, {len(served)} real runs in {minutes:.1f} min")
 
 
 if __name__ == "__main__":

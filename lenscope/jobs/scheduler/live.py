@@ -6,9 +6,11 @@ again), drawn from finished chat answers of at most ``max_output`` tokens; predi
 predictions (each run predicted by a model that never saw its fold) or the oracle (the study's lengths). The cost
 model is fitted to a profile of the same engine on other study prompts (every batch size timed, as Vidur profiles);
 a shorter profile right before each run measures the machine's speed of the moment, and that run's replay uses the
-session's cost model at that speed. Loads are fractions of the capacity the session's cost model gives for these
-requests (:func:`~lenscope.jobs.scheduler.replay.stage_capacity`). Each policy may be served several times, the
-repetitions interleaved, so that the simulator's error is read against the real server's run-to-run spread.
+session's cost model at that speed. Two more replays read the error apart from the machine's drift: at the speed the
+run itself ran at, and at the machine's measured speed over time (2-second windows). Loads are fractions of the
+capacity the session's cost model gives for these requests (:func:`~lenscope.jobs.scheduler.replay.stage_capacity`).
+Each policy may be served several times, the repetitions interleaved, so that the simulator's error is read against
+the real server's run-to-run spread.
 """
 
 from __future__ import annotations
@@ -29,7 +31,15 @@ from lenscope.analysis.core.metrics import (
 from lenscope.analysis.core.progress import Progress, no_progress
 from lenscope.analysis.scheduler.cost_model import Calibration, CostModel, fit_iterations, fit_speed
 from lenscope.analysis.scheduler.engine import SimConfig, SimResult, simulate
-from lenscope.analysis.scheduler.live_server import LiveRequest, iteration_ratio, profile_iterations, serve
+from lenscope.analysis.scheduler.live_server import (
+    CostClock,
+    LiveRequest,
+    iteration_ratio,
+    profile_iterations,
+    replay,
+    serve,
+    speed_over_time,
+)
 from lenscope.analysis.scheduler.metrics import LATENCIES, PERCENTILES, request_latencies, summarize
 from lenscope.analysis.scheduler.predictors import ConstantPredictor, OraclePredictor, Predictor, StoredPredictor
 from lenscope.analysis.scheduler.traces import poisson_retime
@@ -51,6 +61,13 @@ CLASSES = ("all", "short", "long")
 # speed of the moment: a shared machine's drifts by 10-20% within a minute).
 PROFILE_STEPS, PROFILE_ROUNDS, REPROFILE_STEPS = 4, 3, 4
 P99_GOAL = 0.10  # issue 39's target: simulated P99 end-to-end latency within 10% of the real one
+# The simulator's replays of a live run (LiveRun's attributes), in words: the prediction (the speed measured before the
+# run), at the speed the run ran at on average, and at the machine's measured speed over time.
+REPLAYS = {"sim": "at the speed measured before the run", "at_speed": "at the run's measured speed",
+           "over_time": "at the machine's measured speed over time"}
+# Width of the windows the machine's speed over time is measured in: 20-40 iterations, short enough to follow the
+# drift of a shared machine (its speed in 4-second windows ranged over 0.88-1.23 of the median).
+SPEED_WINDOW_S = 2.0
 WITHIN, BEYOND, CANNOT_TELL, ONE_RUN = ("within the goal", "beyond the goal", "cannot tell",
                                         "one run each: no CI")
 
@@ -233,11 +250,13 @@ def stolen_share(before: tuple[int, int] | None, after: tuple[int, int] | None) 
 
 @dataclass
 class LiveRun:
-    """One policy at one load: the live run and three replays of it by the simulator. ``sim`` is the prediction, on
+    """One policy at one load: the live run and four replays of it by the simulator. ``sim`` is the prediction, on
     the session's cost model at the speed measured right before the run (``speed``: its factor per phase); ``at_speed``
     scales each phase of that model by how long the run's own iterations of that phase took against it (what the
-    simulator's batching and queueing get wrong once it knows how fast the machine actually ran); ``ranked`` uses the
-    session's cost model as profiled, common to every policy, so that policies are ranked on one cost model.
+    simulator's batching and queueing get wrong once it knows how fast the machine ran on average); ``over_time``
+    scales every iteration by the machine's measured speed at that moment (:data:`SPEED_WINDOW_S` windows: what is
+    left once the machine's drift within the run is known too); ``ranked`` uses the session's cost model as profiled,
+    common to every policy, so that policies are ranked on one cost model.
     ``stolen``: the share of CPU time the hypervisor took during the run; ``repeat``: which repetition it is."""
 
     load: str
@@ -246,19 +265,23 @@ class LiveRun:
     real: SimResult
     sim: SimResult
     at_speed: SimResult
+    over_time: SimResult
     ranked: SimResult
     study_tokens: np.ndarray
     stolen: float = float("nan")
     repeat: int = 0
     speed: dict[str, float] = field(default_factory=dict)
 
-    def errors(self, at_speed: bool = False) -> pd.DataFrame:
-        return latency_errors(self.real, self.at_speed if at_speed else self.sim)
+    def errors(self, replay: str = "sim") -> pd.DataFrame:
+        """The simulator's errors against the real run in the ``replay`` of :data:`REPLAYS`."""
+        if replay not in REPLAYS:
+            raise ValueError(f"replay must be one of {sorted(REPLAYS)}, not {replay!r}")
+        return latency_errors(self.real, getattr(self, replay))
 
-    def p99(self, at_speed: bool = False) -> pd.DataFrame:
-        """The P99 of every request, per latency (``ttft``, ``tpot``, ``e2e``): real, simulated (``at_speed``: the
-        replay at the run's measured speed) and the error."""
-        errors = self.errors(at_speed)
+    def p99(self, replay: str = "sim") -> pd.DataFrame:
+        """The P99 of every request, per latency (``ttft``, ``tpot``, ``e2e``): real, simulated (in the ``replay`` of
+        :data:`REPLAYS`) and the error."""
+        errors = self.errors(replay)
         return errors[(errors["percentile"] == "P99") & (errors["class"] == "all")].set_index("metric")
 
     def summary(self) -> dict:
@@ -268,7 +291,6 @@ class LiveRun:
                 "ranked_mean_e2e_s": ranked["mean_jct_s"],
                 "real_p99_e2e_s": real["all_e2e_p99_s"], "sim_p99_e2e_s": sim["all_e2e_p99_s"],
                 "real_short_p99_e2e_s": real["short_e2e_p99_s"], "sim_short_p99_e2e_s": sim["short_e2e_p99_s"],
-                "at_speed_p99_e2e_s": summarize(self.at_speed)["all_e2e_p99_s"],
                 "preemptions": int(self.real.requests["preemptions"].sum()), "repeat": self.repeat,
                 "speed_prefill": self.speed.get("prefill", float("nan")),
                 "speed_decode": self.speed.get("decode", float("nan")),
@@ -282,14 +304,16 @@ def run_live(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup, calibr
              common: Calibration, policy: LivePolicy, load: str, qps: float,
              on_progress: Progress = no_progress, repeat: int = 0, speed: dict[str, float] | None = None) -> LiveRun:
     """Serve ``runs`` at ``qps`` under ``policy`` for real, then replay it in the simulator on ``calibration`` (the
-    prediction), on it at the run's measured speed, and on ``common`` (the cost model every policy is ranked on)."""
+    prediction), on it at the run's measured speed and at the machine's measured speed over time, and on ``common``
+    (the cost model every policy is ranked on)."""
     predictor = ConstantPredictor(1.0) if policy.queue == "fcfs" else predictor_for(policy.predictor, runs)
     requests = live_requests(runs, arrivals(runs, qps, setup.seed), setup)
     before = cpu_ticks()
     real = serve(engine, requests, predictor, config_for(setup, policy, calibration), on_progress=on_progress)
     stolen = stolen_share(before, cpu_ticks())
     at_speed = fit_speed(real.config.cost, real.segments)[0].cost
-    return LiveRun(load, qps, policy, real, simulated(real, predictor), simulated(real, predictor, at_speed),
+    over_time = replay(real, predictor, CostClock(real.config.cost, speed_over_time(real, SPEED_WINDOW_S)))
+    return LiveRun(load, qps, policy, real, simulated(real, predictor), simulated(real, predictor, at_speed), over_time,
                    simulated(real, predictor, common.cost), runs["output_tokens"].to_numpy(), stolen, repeat,
                    dict(speed or {}))
 
@@ -306,7 +330,7 @@ SIM_READINGS = {NOT_APART: "real runs cannot tell them apart", "same order": "th
 
 def e2e_by_policy(runs: Sequence[LiveRun], attribute: str) -> dict[str, np.ndarray]:
     """Per policy label (in the runs' order): each request's end-to-end latency in the ``attribute`` run ("real",
-    "sim", "at_speed" or "ranked"), averaged over the policy's repetitions."""
+    "sim", "at_speed", "over_time" or "ranked"), averaged over the policy's repetitions."""
     by: dict[str, list[np.ndarray]] = {}
     for run in runs:
         by.setdefault(run.policy.label, []).append(request_latencies(getattr(run, attribute))["e2e_s"].to_numpy())
@@ -363,23 +387,23 @@ def goal_verdict(lo: float, hi: float, goal: float = P99_GOAL) -> str:
     return BEYOND if lo > goal or hi < -goal else CANNOT_TELL
 
 
-def run_p99_errors(runs: Sequence[LiveRun], at_speed: bool = False) -> pd.DataFrame:
+def run_p99_errors(runs: Sequence[LiveRun], replay: str = "sim") -> pd.DataFrame:
     """Per run: its load and policy, the real and simulated P99 end-to-end latency over all its requests and the
-    simulator's error ((sim - real) / real; ``at_speed``: the replay at the run's measured speed)."""
+    simulator's error ((sim - real) / real) in the ``replay`` of :data:`REPLAYS`."""
     rows = []
     for run in runs:
-        p99 = run.p99(at_speed).loc["e2e"]
+        p99 = run.p99(replay).loc["e2e"]
         rows.append({"load": run.load, "policy": run.policy.label, "real_s": p99["real_s"], "sim_s": p99["sim_s"],
                      "error": p99["error"]})
     return pd.DataFrame(rows)
 
 
-def p99_errors(runs: Sequence[LiveRun], at_speed: bool = False) -> pd.DataFrame:
+def p99_errors(runs: Sequence[LiveRun], replay: str = "sim") -> pd.DataFrame:
     """Per load and policy: the real and simulated P99 end-to-end latency averaged over its repetitions, and the
     simulator's error (:func:`run_p99_errors`) averaged over them, with a 95% CI from the run-to-run spread of the
     errors pooled over every load and policy (Student's t) and its reading against :data:`P99_GOAL`
     (:func:`goal_verdict`)."""
-    frame = run_p99_errors(runs, at_speed)
+    frame = run_p99_errors(runs, replay)
     means = frame.groupby(["load", "policy"], sort=False)[["real_s", "sim_s"]].mean().reset_index()
     errors = pooled_group_means(frame["error"], list(zip(frame["load"], frame["policy"])))
     out = means.assign(error=errors["value"].to_numpy(), lo=errors["lo"].to_numpy(), hi=errors["hi"].to_numpy(),
@@ -388,11 +412,11 @@ def p99_errors(runs: Sequence[LiveRun], at_speed: bool = False) -> pd.DataFrame:
     return out
 
 
-def p99_bias(runs: Sequence[LiveRun], at_speed: bool = False) -> tuple[Estimate, str]:
+def p99_bias(runs: Sequence[LiveRun], replay: str = "sim") -> tuple[Estimate, str]:
     """The simulator's P99 error (:func:`run_p99_errors`) averaged over every run, with a 95% bootstrap CI that
     resamples the loads and policies (a policy's runs together), and its reading against :data:`P99_GOAL`: whether
     the simulator is off on the whole, apart from any one run's noise."""
-    frame = run_p99_errors(runs, at_speed)
+    frame = run_p99_errors(runs, replay)
     estimate = bootstrap_mean(frame["error"], list(zip(frame["load"], frame["policy"])))
     return estimate, goal_verdict(estimate.lo, estimate.hi)
 

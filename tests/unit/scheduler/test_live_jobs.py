@@ -40,7 +40,7 @@ def _run(policy: LivePolicy, real_speed: float, repeat: int, load: str = "heavy"
                        kv_capacity_tokens=1 << 20, cost=COST)
     real = simulate(trace, predictor, config.with_(cost=COST.scaled(real_speed)))
     sim = simulate(trace, predictor, config)
-    return LiveRun(load, 3.0, policy, real, sim, sim, sim, trace["output_tokens"].to_numpy(), repeat=repeat)
+    return LiveRun(load, 3.0, policy, real, sim, sim, sim, sim, trace["output_tokens"].to_numpy(), repeat=repeat)
 
 
 def test_the_p99_error_is_averaged_over_repetitions_with_a_pooled_ci():
@@ -58,6 +58,9 @@ def test_the_p99_error_is_averaged_over_repetitions_with_a_pooled_ci():
     bias, reading = p99_bias(runs)
     assert bias.value == pytest.approx(np.mean([r.p99().loc["e2e", "error"] for r in runs])) and reading == WITHIN
     assert p99_bias([_run(fcfs, 1.5, 0), _run(sjf, 1.45, 0)])[1] == BEYOND
+    assert p99_errors(runs, "over_time")["error"].tolist() == pytest.approx(errors["error"].tolist())  # same replay
+    with pytest.raises(ValueError, match="replay must be one of"):
+        runs[0].p99("at speed")
 
 
 def test_goal_readings():

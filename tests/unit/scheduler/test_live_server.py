@@ -7,15 +7,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lenscope.analysis.scheduler.cost_model import DEFAULT_COST, CostModel, fit_iterations, fit_speed
+from lenscope.analysis.scheduler.cost_model import DEFAULT_COST, CostModel, LinearCost, fit_iterations, fit_speed
 from lenscope.analysis.scheduler.engine import SimConfig, simulate
 from lenscope.analysis.scheduler.live_server import (
     CostClock,
     LiveRequest,
+    MeasuredSpeed,
+    ReplayEngine,
     check_live_config,
     iteration_ratio,
     profile_iterations,
+    replay,
     serve,
+    speed_over_time,
 )
 from lenscope.analysis.scheduler.predictors import TraceColumnPredictor
 from lenscope.models.engine import BatchedEngine, GenerationSettings
@@ -154,6 +158,75 @@ def _profile_rows() -> list[dict]:
              "kv_tokens": t} for t in (30, 60, 90, 200)]
     return rows + [{"kind": "decode", "start_s": 0.0, "end_s": jump[size] + 2e-6 * context, "batch_size": size,
                     "tokens": size, "kv_tokens": context} for size in jump for context in (100 * size, 300 * size)]
+
+
+# Iteration costs of the embedded model's order on 2 CPU cores: 60-90 ms a decode step, 30 ms + 0.5 ms a prompt token.
+CPU_COST = CostModel(prefill=LinearCost(a=0.03, b=5e-4, c=0.0, d=0.0), decode=LinearCost(a=0.06, b=0.0, c=0.01, d=1e-6))
+
+
+def _served(queue: str, preemptive: bool, interval_s: float = 0.8):
+    """A "live run" to replay: the simulator's run of 24 requests arriving every ``interval_s`` on average (0.8: queues
+    form); every answer ends with a stop token but the last."""
+    rng = np.random.default_rng(5)
+    trace = pd.DataFrame({"arrival_s": np.cumsum(rng.exponential(interval_s, 24)),
+                          "prompt_tokens": rng.integers(20, 400, 24), "output_tokens": rng.integers(1, 80, 24)})
+    predictor = TraceColumnPredictor(trace["output_tokens"].to_numpy(float) * rng.uniform(0.5, 2.0, 24))
+    run = simulate(trace, predictor, _config(queue, preemptive).with_(cost=CPU_COST))
+    run.requests["finished"] = np.arange(24) < 23
+    return run, predictor
+
+
+@pytest.mark.parametrize("queue,preemptive", [("fcfs", False), ("sjf", False), ("srpt", True)])
+def test_a_replay_without_the_model_is_the_simulator_and_follows_the_machine_s_speed(queue, preemptive):
+    run, predictor = _served(queue, preemptive)
+    again = replay(run, predictor, CostClock(run.config.cost))
+    for column in ("first_token_s", "finish_s", "preemptions", "output_tokens", "finished"):
+        np.testing.assert_allclose(again.requests[column], run.requests[column], rtol=0, atol=1e-9)
+    if preemptive:
+        assert again.requests["preemptions"].sum() > 0  # an evicted request came back and kept its answer length
+    # at a steady 1.5x, the replay is the simulator on a cost model 1.5x as slow, and measures that speed back
+    steady = replay(run, predictor, CostClock(run.config.cost, MeasuredSpeed(np.array([0.0]), np.array([1.5]))))
+    slower = simulate(run.requests[["arrival_s", "prompt_tokens", "output_tokens"]], predictor,
+                      run.config.with_(cost=run.config.cost.scaled(1.5)))
+    np.testing.assert_allclose(steady.requests["finish_s"], slower.requests["finish_s"], rtol=1e-9)
+    np.testing.assert_allclose(speed_over_time(steady, 2.0).factors, 1.5)
+    assert iteration_ratio(steady) == pytest.approx(1.5)
+
+
+def test_the_speed_over_time_follows_a_slowdown():
+    run, predictor = _served("fcfs", False)
+    ramp = MeasuredSpeed(np.array([0.0, 10.0, 11.0]), np.array([1.0, 1.0, 2.0]))  # twice as slow from 11 s on
+    slowed = replay(run, predictor, CostClock(run.config.cost, ramp))
+    speed = speed_over_time(slowed, 1.0)
+    assert np.allclose(speed.factors[speed.times_s < 9.0], 1.0)
+    assert np.allclose(speed.factors[speed.times_s > 12.0], 2.0)
+    assert speed.at(-1.0) == pytest.approx(1.0) and speed.at(1e9) == pytest.approx(2.0)  # the end values outside
+    assert slowed.requests["finish_s"].max() > run.requests["finish_s"].max()
+    with pytest.raises(ValueError, match="window must be positive"):
+        speed_over_time(slowed, 0.0)
+    with pytest.raises(ValueError, match="one answer length"):
+        ReplayEngine([3, 0], [True, True])
+
+
+def _median_ttft(result) -> float:
+    q = result.requests
+    return float(np.median(q["first_token_s"] - q["arrival_s"]))
+
+
+def test_the_machine_s_speed_over_time_does_not_hide_a_wrong_cost_model():
+    """A run on a machine 1.7x as slow as the cost model, in every phase alike, is replayed exactly at its speed over
+    time; a run whose prefills cost 3x what the model says (the same decode) still misses its first tokens: 2-second
+    windows hold a prefill among many decode steps."""
+    run, predictor = _served("fcfs", False, interval_s=3.0)  # light: a first token is mostly its prefill
+    cost = run.config.cost
+    prefill_dearer = CostModel(prefill=cost.scaled(3.0).prefill, decode=cost.decode)
+    errors = {}
+    for name, machine in (("slower", cost.scaled(1.7)), ("prefill dearer", prefill_dearer)):
+        real = replay(run, predictor, CostClock(machine))  # what "ran", read against ``cost``
+        again = replay(real, predictor, CostClock(cost, speed_over_time(real, 2.0)))
+        errors[name] = _median_ttft(again) / _median_ttft(real) - 1
+    assert abs(errors["slower"]) < 1e-9
+    assert errors["prefill dearer"] < -0.4
 
 
 def test_the_live_server_refuses_what_it_cannot_run():
