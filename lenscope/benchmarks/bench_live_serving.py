@@ -105,13 +105,13 @@ def error_grid(runs: list[LiveRun]) -> pd.DataFrame:
 
 
 def pair_lines(differences: pd.DataFrame) -> list[str]:
-    """A line per pair of policies: the real and simulated mean E2E difference (on one speed, and at each run's
-    speed) with 95% CIs."""
+    """A line per pair of policies: the real and simulated mean E2E difference (on one speed, at each run's speed and
+    at the machine's speed over time) with 95% CIs."""
     lines = []
     for _, d in differences.iterrows():
-        real, sim, at_speed = difference_texts(d, ("real", "sim", "at_speed"))
+        real, sim, at_speed, over_time = difference_texts(d, ("real", "sim", "at_speed", "over_time"))
         lines.append(f"- {d['A']} minus {d['B']}: real {real} s, sim {sim} s: {SIM_READINGS[d['sim_reading']]}; sim "
-                     f"at each run's speed {at_speed} s")
+                     f"at each run's speed {at_speed} s, at the machine's speed over time {over_time} s")
     return lines
 
 

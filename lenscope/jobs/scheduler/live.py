@@ -339,8 +339,8 @@ def e2e_by_policy(runs: Sequence[LiveRun], attribute: str) -> dict[str, np.ndarr
 
 def ranking(runs: Sequence[LiveRun], which: str) -> list[str]:
     """Policy labels from best to worst by mean end-to-end latency in the ``which`` run (averaged over a policy's
-    repetitions): "real", "at_speed" (the simulator at each run's measured speed) or "ranked" (the simulator on the
-    cost model common to all policies)."""
+    repetitions): "real", "at_speed" (the simulator at each run's measured speed), "over_time" (at the machine's
+    measured speed over time) or "ranked" (the simulator on the cost model common to all policies)."""
     means = {label: float(np.mean(e2e)) for label, e2e in e2e_by_policy(runs, which).items()}
     return sorted(means, key=means.get)
 
@@ -348,24 +348,25 @@ def ranking(runs: Sequence[LiveRun], which: str) -> list[str]:
 def policy_differences(runs: Sequence[LiveRun]) -> pd.DataFrame:
     """Per pair of policies (A listed before B): the mean end-to-end latency of A minus B over the same requests, in
     the real runs, in the simulator's replays at each run's measured speed (``at_speed``: the same drift as the real
-    runs) and in the simulator's on the common cost model (``sim``: one speed for all), and how the simulator reads the
-    pair (``sim_reading``: :data:`NOT_APART` where the real CI includes 0, else "same order", "opposite order", or "no
-    difference" where the simulator's CI includes 0). The simulator's CI is a paired bootstrap over requests. So are
-    the real and at-speed ones with a single run per policy; with repetitions (``real_ci_over`` "runs") they are over
-    runs: a Student-t CI from the run-to-run spread of each run's mean, pooled over the policies, which a drift of the
-    machine's speed widens as it should (over requests it would read a drift between two runs as a difference of
-    policies)."""
-    latencies = {which: e2e_by_policy(runs, which) for which in ("real", "at_speed", "ranked")}
+    runs) and at the machine's measured speed over time (``over_time``), and in the simulator's on the common cost
+    model (``sim``: one speed for all), and how the simulator reads the pair (``sim_reading``: :data:`NOT_APART` where
+    the real CI includes 0, else "same order", "opposite order", or "no difference" where the simulator's CI includes
+    0). The simulator's CI is a paired bootstrap over requests. So are the real and measured-speed ones with a single
+    run per policy; with repetitions (``real_ci_over`` "runs") they are over runs: a Student-t CI from the run-to-run
+    spread of each run's mean, pooled over the policies, which a drift of the machine's speed widens as it should
+    (over requests it would read a drift between two runs as a difference of policies)."""
+    latencies = {which: e2e_by_policy(runs, which) for which in ("real", "at_speed", "over_time", "ranked")}
     labels = [r.policy.label for r in runs]
     over_runs = min(labels.count(label) for label in latencies["real"]) >= 2
     run_means = {which: [float(np.mean(request_latencies(getattr(r, which))["e2e_s"])) for r in runs]
-                 for which in ("real", "at_speed")}
+                 for which in ("real", "at_speed", "over_time")}
     policies, rows = list(latencies["real"]), []
     for k, a in enumerate(policies):
         for b in policies[k + 1:]:
             row = {"A": a, "B": b, "real_ci_over": "runs" if over_runs else "requests", "requests": len(latencies[
                 "real"][a])}
-            for which, attribute in (("real", "real"), ("at_speed", "at_speed"), ("sim", "ranked")):
+            for which, attribute in (("real", "real"), ("at_speed", "at_speed"), ("over_time", "over_time"),
+                                     ("sim", "ranked")):
                 est = (pooled_difference(run_means[attribute], labels, a, b) if attribute != "ranked" and over_runs
                        else bootstrap_mean(latencies[attribute][a] - latencies[attribute][b]))
                 row.update({f"{which}_diff_s": est.value, f"{which}_lo_s": est.lo, f"{which}_hi_s": est.hi,
@@ -422,8 +423,8 @@ def p99_bias(runs: Sequence[LiveRun], replay: str = "sim") -> tuple[Estimate, st
 
 
 def difference_texts(row: pd.Series, which: Sequence[str] = ("real", "sim")) -> tuple[str, ...]:
-    """The ``which`` differences of a :func:`policy_differences` row ("real", "sim", "at_speed"), each with its CI
-    (seconds)."""
+    """The ``which`` differences of a :func:`policy_differences` row ("real", "sim", "at_speed", "over_time"), each with
+    its CI (seconds)."""
     return tuple(ci_text(row[f"{w}_diff_s"], row[f"{w}_lo_s"], row[f"{w}_hi_s"], True, 2) for w in which)
 
 
