@@ -344,12 +344,19 @@ def seeded_bootstrap(terms: Sequence[tuple[np.ndarray, float]], groups, n_boot: 
     draws = []
     for start in range(0, n_boot, chunk):
         b = min(chunk, n_boot - start)
-        weights = np.stack([np.bincount(rng.integers(0, k, k), minlength=k) for _ in range(b)]).astype(float)
+        weights = _resample_counts(rng, b, k).astype(float)
         stat = np.zeros(b)
         for s, cs in zip(signs, sums):
             n_seeds = cs.shape[0]
-            picks = np.stack([np.bincount(rng.integers(0, n_seeds, n_seeds), minlength=n_seeds)
-                              for _ in range(b)]) / n_seeds
+            picks = _resample_counts(rng, b, n_seeds) / n_seeds
             stat += s * ((picks @ cs) * weights).sum(1)
         draws.append(stat / (weights @ counts))
     return BootstrapDraws(float(value), np.concatenate(draws), k)
+
+
+def _resample_counts(rng: np.random.Generator, b: int, k: int) -> np.ndarray:
+    """``[b, k]``: how often each of ``k`` items is drawn in each of ``b`` resamples of ``k`` with replacement. One
+    draw of ``b x k`` indices: the same numbers, in the same order, as ``b`` draws of ``k`` (numpy's generator fills
+    arrays element by element), so the replicates are those of a loop over resamples, without its per-call cost."""
+    picks = rng.integers(0, k, (b, k)) + np.arange(b)[:, None] * k
+    return np.bincount(picks.ravel(), minlength=b * k).reshape(b, k)

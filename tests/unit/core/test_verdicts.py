@@ -98,6 +98,26 @@ def test_seeded_bootstrap_carries_seed_spread_and_clusters():
         seeded_bootstrap([(b, 1)], groups[:10])
 
 
+def test_seeded_bootstrap_draws_what_one_resample_at_a_time_draws():
+    """The replicates equal a loop that resamples the clusters, then each term's seeds, one replicate at a time."""
+    rng = np.random.default_rng(4)
+    k, n_boot = 23, 700
+    groups = np.sort(np.concatenate([np.arange(k), rng.integers(0, k, 67)]))  # cluster codes in first-seen order
+    terms = [(rng.normal(size=(3, 90)), 1.0), (rng.normal(size=(2, 90)), -1.0)]
+    draws, loop = [], np.random.default_rng(0)
+    counts = np.bincount(groups, minlength=k)
+    sums = [np.stack([np.bincount(groups, weights=row, minlength=k) for row in e]) for e, _ in terms]
+    for start in range(0, n_boot, 500):
+        b = min(500, n_boot - start)
+        weights = np.stack([np.bincount(loop.integers(0, k, k), minlength=k) for _ in range(b)])
+        stat = np.zeros(b)
+        for (e, sign), cs in zip(terms, sums):
+            picks = np.stack([np.bincount(loop.integers(0, len(e), len(e)), minlength=len(e)) for _ in range(b)])
+            stat += sign * ((picks / len(e) @ cs) * weights).sum(1)
+        draws.append(stat / (weights @ counts))
+    np.testing.assert_allclose(seeded_bootstrap(terms, groups, n_boot).draws, np.concatenate(draws), rtol=1e-12)
+
+
 @pytest.mark.parametrize("p, n_perm, text", [(1 / 201, 200, "p < 0.005"), (1 / 101, 100, "p < 0.01"),
                                              (1 / 1001, 1000, "p < 0.001"), (0.0312, 200, "p = 0.031")])
 def test_p_text_says_below_the_smallest_p_the_permutations_can_give(p, n_perm, text):

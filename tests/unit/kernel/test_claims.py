@@ -4,13 +4,15 @@ read back instead of retrained."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from lenscope.analysis.core.splits import fold_of
 from lenscope.cli import main
-from lenscope.jobs.results import crossval, cv_learners
+from lenscope.jobs.results import claims, crossval, cv_learners
 from lenscope.jobs.results.claims import CLAIMS_KIND, claims_markdown, claims_report, stored_claims_table
 from lenscope.jobs.results.crossval import Fold, cv_runs, oof_predictions
 from lenscope.jobs.results.cv_learners import ATTENTION, CONSTANT, median_constant, static_name
@@ -52,10 +54,11 @@ def test_claims_are_judged_out_of_fold_with_seeds(store, capsys):
         monkey.setattr(cv_learners, "train_probe", no_training)
         monkey.setattr(cv_learners, "train_attention_head", no_training)
         again = _report(store)  # every fold and seed is read back from the store
+        # the command line too, at this test's epochs (its own defaults would train every fold again)
+        monkey.setattr(claims, "claims_report", partial(claims_report, head_epochs=15, probe_epochs=2))
+        assert main(["claims", "--dataset", "syn", "--layer", str(L), "--probe-layer", str(L), "--folds", "3",
+                     "--seeds", "2", "--no-pia"]) == 0
     assert again.claims["difference"].equals(report.claims["difference"])
-
-    assert main(["claims", "--dataset", "syn", "--layer", str(L), "--probe-layer", str(L), "--folds", "3",
-                 "--seeds", "2", "--no-pia"]) == 0
     out = capsys.readouterr().out
     assert "Holm" in out and "## Predictors (out of fold)" in out and "not cross-validated: baseline" in out
 
