@@ -246,16 +246,19 @@ class StoredPredictor(Predictor):
         return cls(run_ids, predictions)
 
     def __init__(self, run_ids: np.ndarray, predictions: pd.DataFrame) -> None:
-        by_run = {int(r): g for r, g in predictions.groupby("run_id")}
-        missing = [int(r) for r in run_ids if int(r) not in by_run or not (by_run[int(r)]["step"] == 0).any()]
+        runs = predictions["run_id"].to_numpy(np.int64)
+        steps = predictions["step"].to_numpy(np.int64)
+        order = np.lexsort((steps, runs))  # by run, then step
+        runs, steps, preds = runs[order], steps[order], predictions["predicted"].to_numpy(float)[order]
+        ids, starts = np.unique(runs, return_index=True)
+        spans = dict(zip(ids.tolist(), zip(starts.tolist(), [*starts[1:].tolist(), len(runs)])))
+        wanted = [spans.get(int(r)) for r in run_ids]
+        missing = [int(r) for r, span in zip(run_ids, wanted) if span is None or not (steps[slice(*span)] == 0).any()]
         if missing:
             raise ValueError(f"the predictor has no step-0 prediction for runs {missing[:20]}"
                              f"{' ...' if len(missing) > 20 else ''}")
-        self._steps = [by_run[int(r)]["step"].to_numpy(int) for r in run_ids]
-        self._preds = [by_run[int(r)]["predicted"].to_numpy(float) for r in run_ids]
-        for k, steps in enumerate(self._steps):
-            order = np.argsort(steps)
-            self._steps[k], self._preds[k] = steps[order], self._preds[k][order]
+        self._steps = [steps[slice(*span)] for span in wanted]
+        self._preds = [preds[slice(*span)] for span in wanted]
 
     def static(self, i: int) -> float:
         return max(float(self._preds[i][0]), 1.0)

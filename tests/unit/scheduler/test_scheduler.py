@@ -170,6 +170,11 @@ def test_plp_updates_of_predictors():
     assert [stored.remaining(0, g) for g in (0, 10, 16, 20, 40)] == [100.0, 90.0, 40.0, 36.0, 1.0]
     with pytest.raises(ValueError, match="step-0"):
         StoredPredictor(np.array([8]), preds)
+    mixed = pd.DataFrame({"run_id": [3, 7, 3, 7, 7], "step": [8, 32, 0, 0, 16],  # runs interleaved, steps unsorted
+                          "predicted": [30.0, 5.0, 50.0, 100.0, 40.0]})
+    both = StoredPredictor(np.array([7, 3, 7]), mixed)
+    assert [both.static(i) for i in range(3)] == [100.0, 50.0, 100.0]
+    assert both.remaining(1, 9) == 29.0 and both.remaining(2, 16) == 40.0
 
 
 def test_noise_mae_is_as_configured():
