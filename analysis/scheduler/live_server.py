@@ -297,6 +297,8 @@ class _KnownRow:
 
 @dataclass
 class _KnownBatch:
+    """The running requests of a :class:`ReplayEngine`."""
+
     rows: list[_KnownRow] = field(default_factory=list)
 
 
@@ -336,6 +338,9 @@ class ReplayEngine:
         batch.rows = [r for r in batch.rows if not any(r is x for x in rows)]
 
 
+REPLAY_SETTINGS = GenerationSettings()  # a replay samples nothing: its answers' lengths are given
+
+
 def replay(run: SimResult, predictor: Predictor, clock: Clock) -> SimResult:
     """A live run served again on ``clock`` without a model: the same arrivals, prompt lengths, answer lengths and
     predictions, under the run's config. On a :class:`CostClock` without a speed this is the simulator's replay; with
@@ -347,7 +352,6 @@ def replay(run: SimResult, predictor: Predictor, clock: Clock) -> SimResult:
     return LiveServer(engine, requests, predictor, run.config, clock).run()
 
 
-REPLAY_SETTINGS = GenerationSettings()
 PROMPT_PASSES = ("shortest", "longest")
 
 
