@@ -16,6 +16,7 @@ from lenscope.jobs.scheduler.live import (
     DEFAULT_PREDICTOR,
     LOADS,
     ORACLE,
+    REPLAYS,
     SIM_READINGS,
     LivePolicy,
     LiveRun,
@@ -136,7 +137,11 @@ def live_tab() -> None:
     show_table(live_table(runs).round(3), "live-serving", hide_index=True,
                column_config={c: st.column_config.NumberColumn(format="percent") for c in ERROR_COLUMNS})
     real = {r.policy.label: request_latencies(r.real) for r in runs}
-    sim = {r.policy.label: request_latencies(r.sim) for r in runs}
-    metric = st.radio("Latency", ["e2e_s", "ttft_s", "tpot_s"], key="live_metric", horizontal=True,
+    c1, c2 = st.columns(2)
+    metric = c1.radio("Latency", ["e2e_s", "ttft_s", "tpot_s"], key="live_metric", horizontal=True,
                       format_func=lambda m: m.removesuffix("_s").upper())
-    show_figure(live_cdf_figure(real, sim, metric), "live-serving-cdf")
+    replay = c2.radio("Simulated", list(REPLAYS), key="live_replay", format_func=REPLAYS.get,
+                      help="the prediction (the speed measured right before the run), or the replay once the "
+                           "machine's measured speed is known: on average over the run, or over time")
+    sim = {r.policy.label: request_latencies(getattr(r, replay)) for r in runs}
+    show_figure(live_cdf_figure(real, sim, metric, f"simulated {REPLAYS[replay]}"), "live-serving-cdf")

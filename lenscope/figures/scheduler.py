@@ -111,13 +111,15 @@ def qps_sweep_figure(sweep: pd.DataFrame, metric: str = "all_e2e_p99_s",
     return fig
 
 
-def live_cdf_figure(real: dict[str, pd.DataFrame], sim: dict[str, pd.DataFrame], metric: str = "e2e_s") -> go.Figure:
-    """Empirical CDF of a latency per policy: the real run (solid) beside the simulator's replay of it (dashed), in
-    the policy's colour (request latencies as :func:`~lenscope.analysis.scheduler.metrics.request_latencies` gives)."""
+def live_cdf_figure(real: dict[str, pd.DataFrame], sim: dict[str, pd.DataFrame], metric: str = "e2e_s",
+                    simulated: str = "simulated") -> go.Figure:
+    """Empirical CDF of a latency per policy: the real run (solid) beside the simulator's replay of it (dashed, named
+    ``simulated``), in the policy's colour (request latencies as
+    :func:`~lenscope.analysis.scheduler.metrics.request_latencies` gives)."""
     fig = go.Figure()
     palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
     for k, label in enumerate(real):
-        for which, frames, dash in (("real", real, "solid"), ("simulated", sim, "dash")):
+        for which, frames, dash in (("real", real, "solid"), (simulated, sim, "dash")):
             values = np.sort(frames[label][metric].dropna().to_numpy())
             fig.add_trace(go.Scatter(x=values, y=np.arange(1, len(values) + 1) / len(values), mode="lines",
                                      line_shape="hv", name=f"{label}: {which}",

@@ -176,6 +176,9 @@ def test_browser_live_tab_serves_study_prompts_for_real_beside_the_simulator(str
     page.get_by_text("4 requests at").first.wait_for(timeout=10_000)
     page.locator(".js-plotly-plot").last.wait_for(timeout=60_000)
     assert page.get_by_text("real run (solid) vs simulator (dashed)").count() >= 1
+    page.get_by_text("at the machine's measured speed over time").first.click()  # the replay beside the real run
+    page.get_by_text("FCFS: simulated at the machine's measured speed over time").first.wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(ARTIFACTS / "scheduler_live_serving.png"), full_page=True)
 
 
