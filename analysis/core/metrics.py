@@ -127,14 +127,21 @@ def _student_half(spread: float, df: int, level: float) -> float:
     return float(spread * student.ppf(1 - (1 - level) / 2, df)) if df else float("nan")
 
 
+def _group_means(values, groups, level: float) -> tuple[pd.DataFrame, float]:
+    """Per group (in order of first appearance) its mean and size, and the Student-t half-width of a CI for a single
+    value at the pooled within-group spread (NaN without repetitions)."""
+    spread, df = pooled_spread(values, groups)
+    frame = pd.DataFrame({"group": list(groups), "value": np.asarray(values, dtype=float)})
+    means = frame.groupby("group", sort=False)["value"].agg(["mean", "size"]).reset_index()
+    return means, _student_half(spread, df, level)
+
+
 def pooled_group_means(values, groups, level: float = 0.95) -> pd.DataFrame:
     """Per group (in order of first appearance): the mean of its ``values`` with a Student-t CI whose spread is the
     within-group variance pooled over every group (:func:`pooled_spread`: a few repetitions per group still give a
     CI). Columns ``group``, ``value``, ``lo``, ``hi``, ``n``; NaN bounds when no group has two values."""
-    spread, df = pooled_spread(values, groups)
-    frame = pd.DataFrame({"group": list(groups), "value": np.asarray(values, dtype=float)})
-    means = frame.groupby("group", sort=False)["value"].agg(["mean", "size"]).reset_index()
-    half = _student_half(spread, df, level) / np.sqrt(means["size"].to_numpy(float))
+    means, unit = _group_means(values, groups, level)
+    half = unit / np.sqrt(means["size"].to_numpy(float))
     return pd.DataFrame({"group": means["group"], "value": means["mean"], "lo": means["mean"] - half,
                          "hi": means["mean"] + half, "n": means["size"]})
 
@@ -142,12 +149,11 @@ def pooled_group_means(values, groups, level: float = 0.95) -> pd.DataFrame:
 def pooled_difference(values, groups, first, second, level: float = 0.95) -> Estimate:
     """The mean of group ``first`` minus that of ``second`` with a Student-t CI from the within-group spread pooled
     over every group (NaN bounds without repetitions); ``n`` counts the values of both."""
-    means = pooled_group_means(values, groups, level).set_index("group")
-    a, b = means.loc[first], means.loc[second]
-    spread, df = pooled_spread(values, groups)
-    half = _student_half(spread, df, level) * np.sqrt(1 / a["n"] + 1 / b["n"])
-    value = float(a["value"] - b["value"])
-    return Estimate(value, value - half, value + half, int(a["n"] + b["n"]))
+    means, unit = _group_means(values, groups, level)
+    a, b = means.set_index("group").loc[first], means.set_index("group").loc[second]
+    half = unit * np.sqrt(1 / a["size"] + 1 / b["size"])
+    value = float(a["mean"] - b["mean"])
+    return Estimate(value, value - half, value + half, int(a["size"] + b["size"]))
 
 
 def bootstrap_ratio(numerator, denominator, groups=None, baseline=None, n_boot: int = 1000, level: float = 0.95,

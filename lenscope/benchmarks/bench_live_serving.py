@@ -41,6 +41,10 @@ from lenscope.models.target import TargetModel, device_name
 # Three policies served twice each at two loads, 14 requests a run, keep the benchmark under 10 minutes on 2 cores.
 POLICIES = (LivePolicy("fcfs"), LivePolicy("sjf"), LivePolicy("srpt"))
 REPEATS, REQUESTS = 2, 14
+# The simulator's rankings set beside the real one: which replay ranks (LiveRun's attribute), its name and a note.
+SIM_RANKINGS = {"ranked": ("sim: ", "; the simulator on the session's cost model for every policy"),
+                "at_speed": ("sim at each run's speed:", ""),
+                "over_time": ("sim at the machine's speed over time:", "")}
 QUICK = LiveSetup(requests=8, calibration=6, max_output=24, max_prompt=128, batch=3, max_new_tokens=48)
 QUICK_POLICIES = (LivePolicy("fcfs"), LivePolicy("sjf", "oracle"))
 
@@ -158,28 +162,22 @@ def main(argv: list[str] | None = None) -> None:
     print(f"cost model fitted to {len(session.iterations)} iterations of {len(session.calibration_runs)} other study "
           f"prompts at every batch size from 1 to {setup.batch}: prefill MAPE {calibration.prefill_mape:.1%}, "
           f"decode MAPE {calibration.decode_mape:.1%}; estimated capacity {session.capacity:.2f} requests/s")
-    agree, agree_at_speed, agree_over_time, apart, same_order, served = 0, 0, 0, 0, 0, []
+    agree, apart, same_order, served = dict.fromkeys(SIM_RANKINGS, 0), 0, 0, []
     for load, fraction in LOADS.items():
         runs = session.serve(policies, load, args.repeats)
         served += runs
-        real, sim, at_speed = ranking(runs, "real"), ranking(runs, "ranked"), ranking(runs, "at_speed")
-        over_time = ranking(runs, "over_time")
-        same = real == sim
-        agree += same
-        agree_at_speed += real == at_speed
-        agree_over_time += real == over_time
+        real = ranking(runs, "real")
         differences = policy_differences(runs)
         apart += int(differences["real_tells_apart"].sum())
         same_order += int((differences["sim_reading"] == "same order").sum())
         print(f"\n## {load} load: {fraction:g} x capacity = {session.qps(load):.2f} requests/s")
         print("\n".join(policy_rows(runs)))
         print(f"ranking by mean E2E over the runs, real: {' < '.join(real)}")
-        print(f"ranking by mean E2E, sim:  {' < '.join(sim)} ({'the same' if same else 'DIFFERENT'}; the simulator on "
-              "the session's cost model for every policy)")
-        print(f"ranking by mean E2E, sim at each run's speed: {' < '.join(at_speed)} "
-              f"({'the same' if real == at_speed else 'DIFFERENT'})")
-        print(f"ranking by mean E2E, sim at the machine's speed over time: {' < '.join(over_time)} "
-              f"({'the same' if real == over_time else 'DIFFERENT'})")
+        for which, (name, note) in SIM_RANKINGS.items():
+            order = ranking(runs, which)
+            agree[which] += order == real
+            print(f"ranking by mean E2E, {name} {' < '.join(order)} ({'the same' if order == real else 'DIFFERENT'}"
+                  f"{note})")
         over = ("95% CI over the runs, from their run-to-run spread pooled over the policies"
                 if (differences["real_ci_over"] == "runs").all() else "95% paired bootstrap CI over requests")
         print(f"\ndifferences of mean E2E over the same {setup.requests} requests (real and sim at each run's speed: "
@@ -209,9 +207,9 @@ def main(argv: list[str] | None = None) -> None:
           f"machine's speed over time: {over_time.get(WITHIN, 0)}, {over_time.get(BEYOND, 0)}, "
           f"{over_time.get(CANNOT_TELL, 0)}); over all runs {overall['sim']}, at each run's measured speed "
           f"{overall['at_speed']}, at the machine's speed over time {overall['over_time']}; policy ranking the same at "
-          f"{agree} of {len(LOADS)} loads ({agree_at_speed} at each run's speed, {agree_over_time} at the speed over "
-          f"time), pairs the real runs tell apart ordered alike {same_order} of {apart}, real P99 {spread:.1%} apart "
-          f"run to run, {len(served)} real runs in {minutes:.1f} min")
+          f"{agree['ranked']} of {len(LOADS)} loads ({agree['at_speed']} at each run's speed, {agree['over_time']} at "
+          f"the speed over time), pairs the real runs tell apart ordered alike {same_order} of {apart}, real P99 "
+          f"{spread:.1%} apart run to run, {len(served)} real runs in {minutes:.1f} min")
 
 
 if __name__ == "__main__":

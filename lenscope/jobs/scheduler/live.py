@@ -318,9 +318,6 @@ def run_live(engine: BatchedEngine, runs: pd.DataFrame, setup: LiveSetup, calibr
                    dict(speed or {}))
 
 
-
-
-
 NOT_APART = "real runs cannot tell apart"
 # How the simulator reads a pair of policies (``sim_reading`` of :func:`policy_differences`), in words.
 SIM_READINGS = {NOT_APART: "real runs cannot tell them apart", "same order": "the simulator orders them the same",
