@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _now() -> datetime:
@@ -75,6 +75,9 @@ class Run(Base):
     # First prompt position of the user's content (after the template's system turn and user header);
     # NULL for runs stored before schema 3, read as 0.
     content_start: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Positions with features when they stop before the answer does (an import that keeps a censored answer's
+    # features to its first steps only; its tensor file then holds every answer id too); NULL: every position.
+    feature_positions: Mapped[int | None] = mapped_column(Integer, nullable=True)
     duration_s: Mapped[float] = mapped_column(Float)
     # The tensor file failed verification (missing, truncated, altered): the run is no cache hit until a new
     # generation of the same request rewrites it in place (same id). NULL for older rows, read as False.

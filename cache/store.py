@@ -70,10 +70,25 @@ class StoredRun:
     settings: dict
     features: RunFeatures
     content_start: int = 0
+    # Every answer id when the features stop before the answer does (:attr:`features_cut`), else None.
+    kept_output_ids: torch.Tensor | None = None
 
     @property
     def layers(self) -> list[int]:
         return sorted(self.features.hidden)
+
+    @property
+    def features_cut(self) -> bool:
+        """Whether the features stop before the answer does: a censored run imported with the features of its
+        first answer steps only (what the study reads of it), see :meth:`Store.save_runs`."""
+        return len(self.features) < self.prompt_len + self.output_length
+
+    @property
+    def output_ids(self) -> list[int]:
+        """The answer's token ids, all of them also when the features stop early."""
+        if self.kept_output_ids is not None:
+            return self.kept_output_ids.tolist()
+        return self.features.input_ids[self.prompt_len:].tolist()
 
 
 @dataclass
@@ -291,19 +306,29 @@ class Store:
         """Key of a generation: model, prompt text, sampling settings and recorded layers."""
         return json_key(model_key, text_hash(prompt), settings, sorted(layers))
 
-    def find_run(self, key: str) -> int | None:
-        """Id of the run stored under ``key``, if any."""
-        return self.find_runs([key]).get(key)
+    def find_run(self, key: str, whole: bool = False) -> int | None:
+        """Id of the run stored under ``key``, if any (see :meth:`find_runs`)."""
+        return self.find_runs([key], whole).get(key)
 
-    def find_runs(self, keys: Sequence[str]) -> dict[str, int]:
+    def find_runs(self, keys: Sequence[str], whole: bool = False) -> dict[str, int]:
         """Ids of the runs stored under any of ``keys`` (missing keys are absent).
-        Damaged runs (see :meth:`mark_damaged`) are not found, so the caller generates them again."""
+        Damaged runs (see :meth:`mark_damaged`) are not found, so the caller generates them again; with ``whole``,
+        neither are runs whose features stop before their answer does (:attr:`StoredRun.features_cut`), for a
+        caller that reads every position: storing the request's features again completes them in place."""
         found: dict[str, int] = {}
         with self.session() as s:
             for start in range(0, len(keys), 500):
-                found.update(s.execute(select(Run.key, Run.id).where(Run.key.in_(keys[start:start + 500]),
-                                                                     Run.damaged.is_not(True))).all())
+                query = select(Run.key, Run.id).where(Run.key.in_(keys[start:start + 500]), Run.damaged.is_not(True))
+                if whole:
+                    query = query.where(Run.feature_positions.is_(None))
+                found.update(s.execute(query).all())
         return found
+
+    def feature_positions(self, run_id: int) -> int | None:
+        """How many positions of run ``run_id`` have features when they stop before its answer does, else None
+        (every position has them)."""
+        with self.session() as s:
+            return s.scalar(select(Run.feature_positions).where(Run.id == run_id))
 
     def save_run(self, target: ModelShape, prompt: str, generation: GenerationShape,
                  source: str = "user", source_ref: str = "") -> int:
@@ -313,16 +338,22 @@ class Store:
     def save_runs(self, target: ModelShape, runs: Sequence[NewRun]) -> list[int]:
         """Store generations in one transaction (metadata row + one tensor file per run); returns their run
         ids in order. A run already stored under the same key keeps its id, also when another client
-        stores it at the same moment; a damaged one is rewritten in place with the new generation."""
+        stores it at the same moment; a damaged one, or one whose features stop earlier than the new one's, is
+        rewritten in place with the new generation.
+
+        A generation's features may stop before its answer does (an import keeping a censored answer's features to
+        its first steps): the run's ``feature_positions`` says where, and its tensor file keeps every answer id."""
         self.require_writable("storing runs")
         model_id = self.ensure_model(target)
         rows = []
         for new in runs:
             gen, feats = new.generation, new.generation.features
             key = self.run_key(target.key, new.prompt, gen.settings, sorted(feats.hidden))
+            cut = len(feats) < gen.prompt_len + gen.output_length
             digest, path = self.tensors.put({
                 "input_ids": feats.input_ids, "entropy": feats.entropy.float(),
                 "topk_ids": feats.topk_ids, "topk_probs": feats.topk_probs.float(), **pack_hidden(feats.hidden),
+                **({"output_ids": torch.tensor(gen.output_ids, dtype=torch.long)} if cut else {}),
             })
             rows.append((key, self.ensure_prompt(new.prompt, new.source, new.source_ref), new, digest, path))
         try:
@@ -336,13 +367,16 @@ class Store:
             ids = []
             for key, prompt_id, new, digest, path in rows:
                 run = known.get(key)
-                if run is None or run.damaged:
+                positions = len(new.generation.features)
+                if run is None or run.damaged or (run.feature_positions or positions) < positions:
                     gen = new.generation
+                    cut = positions < gen.prompt_len + gen.output_length
                     fields = dict(key=key, model_id=model_id, prompt_id=prompt_id, settings=gen.settings,
                                   response=gen.text, prompt_tokens=gen.prompt_len, output_tokens=gen.output_length,
                                   finished=gen.finished, layers=sorted(gen.features.hidden), features_hash=digest,
                                   features_path=str(path), duration_s=gen.duration_s, damaged=False,
-                                  tokens=[t[:256] for t in gen.features.tokens], content_start=gen.content_start)
+                                  tokens=[t[:256] for t in gen.features.tokens], content_start=gen.content_start,
+                                  feature_positions=positions if cut else None)
                     if run is None:
                         run = known[key] = Run(**fields)
                         s.add(run)
@@ -378,7 +412,7 @@ class Store:
         return StoredRun(id=run.id, prompt_id=run.prompt_id, prompt=prompt, response=run.response,
                          prompt_len=run.prompt_tokens, output_length=run.output_tokens,
                          finished=run.finished, settings=run.settings, features=feats,
-                         content_start=run.content_start or 0)
+                         content_start=run.content_start or 0, kept_output_ids=t.get("output_ids"))
 
     def mark_damaged(self, digest: str) -> int:
         """Mark every run whose tensor file is ``digest`` damaged and delete the file; returns how many runs.
@@ -402,7 +436,7 @@ class Store:
     def runs_frame(self, dataset: str | None = None) -> pd.DataFrame:
         """One row per run (optionally of one dataset): ids, prompt, lengths, scenario."""
         cols = [Run.id.label("run_id"), Run.prompt_id, Prompt.text.label("prompt"), Prompt.source, Prompt.source_ref,
-                Run.prompt_tokens, Run.output_tokens, Run.finished, Run.model_id, Run.created]
+                Run.prompt_tokens, Run.output_tokens, Run.finished, Run.model_id, Run.created, Run.feature_positions]
         query = select(*cols).join(Prompt, Prompt.id == Run.prompt_id)
         if dataset is not None:
             query = (select(*cols, DatasetRun.scenario).join(Prompt, Prompt.id == Run.prompt_id)

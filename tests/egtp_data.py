@@ -9,6 +9,7 @@ import torch
 
 from lenscope.models.engine import Generation
 from lenscope.models.target import SequenceFeatures
+from tests.fakes import cut_generation
 
 SYNTHETIC_LAYER = 30
 
@@ -20,10 +21,12 @@ def fake_target(hidden_size: int) -> SimpleNamespace:
 
 
 def synthetic_dataset(store, name: str = "syn", n: int = 40, d: int = 8, seed: int = 0,
-                      censored_every: int = 0, other_layers: tuple[int, ...] = ()) -> list[int]:
+                      censored_every: int = 0, other_layers: tuple[int, ...] = (),
+                      censored_answer_tokens: int | None = None) -> list[int]:
     """``n`` runs in dataset ``name`` (scenarios alternate chat/reasoning; every ``censored_every``-th run hit its
-    cap, when given; ``other_layers`` are stored too, each a noisy copy of the head layer's states); returns their
-    run ids."""
+    cap, when given, with features of its first ``censored_answer_tokens`` answer tokens only when that is given, as
+    the study imports them; ``other_layers`` are stored too, each a noisy copy of the head layer's states); returns
+    their run ids."""
     gen = torch.Generator().manual_seed(seed)
     target = fake_target(d)
     dataset_id = store.ensure_dataset(name, store.ensure_model(target), {"synthetic": True})
@@ -46,6 +49,8 @@ def synthetic_dataset(store, name: str = "syn", n: int = 40, d: int = 8, seed: i
         finished = not censored_every or i % censored_every != censored_every - 1
         generation = Generation(prompt_len=p, features=feats, text="x" * length, finished=finished,
                                 settings={"seed": i}, output_ids=[0] * length)
+        if not finished and censored_answer_tokens is not None:
+            generation = cut_generation(generation, censored_answer_tokens)
         run_id = store.save_run(target, f"synthetic prompt {i}", generation)
         store.add_to_dataset(dataset_id, run_id, "chat" if i % 2 else "reasoning")
         run_ids.append(run_id)

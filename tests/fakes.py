@@ -1,5 +1,6 @@
 """Model-free stand-ins for store tests: a target identity and synthetic generations."""
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import torch
@@ -25,3 +26,13 @@ def fake_generation(prompt_len: int, output_length: int, seed: int = 0, layers=(
     )
     return Generation(prompt_len=prompt_len, features=feats, text="x" * output_length, finished=True,
                       settings={"seed": seed}, output_ids=feats.input_ids[prompt_len:].tolist())
+
+
+def cut_generation(generation: Generation, answer_tokens: int) -> Generation:
+    """``generation`` with the features of its prompt and first ``answer_tokens`` answer tokens only (what the
+    study's import keeps of a censored run); the answer ids stay whole."""
+    f, n = generation.features, generation.prompt_len + answer_tokens
+    feats = SequenceFeatures(input_ids=f.input_ids[:n], tokens=f.tokens[:n], entropy=f.entropy[:n],
+                             topk_ids=f.topk_ids[:n], topk_probs=f.topk_probs[:n],
+                             hidden={layer: h[:n] for layer, h in f.hidden.items()})
+    return replace(generation, features=feats, finished=False)

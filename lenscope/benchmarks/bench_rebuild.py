@@ -59,6 +59,7 @@ def _activity(label: str) -> str:
 
 def _sample_step(store, target, dataset: str, fraction: float):
     """An import step over ``fraction`` of the shipped study's prompts per scenario (at least one each)."""
+    from lenscope.jobs.results.crossval import CENSORED_ANSWER_TOKENS
     from lenscope.jobs.runs.generations import import_records, read_generations, sample_prompts_of
     from lenscope.jobs.study.pipeline import SHIPPED, Step
 
@@ -70,7 +71,8 @@ def _sample_step(store, target, dataset: str, fraction: float):
     chosen = sample_prompts_of(records, {s: max(1, round(fraction * len(p))) for s, p in counts.items()})
     return Step("import", f"import {len(chosen)} shipped runs ({100 * fraction:g}% of the prompts per scenario)",
                 lambda: False,
-                lambda cb: import_records(store, target, path.name, header, chosen, dataset, on_progress=cb))
+                lambda cb: import_records(store, target, path.name, header, chosen, dataset,
+                                          censored_answer_tokens=CENSORED_ANSWER_TOKENS, on_progress=cb))
 
 
 def rebuild(target, phases: set[str] | None = None, sample: float = 1.0) -> list[tuple[str, str, float, dict]]:

@@ -107,6 +107,10 @@ def register(subparsers) -> None:
     i.add_argument("--finished-only", action="store_true",
                    help="leave out the runs that hit the token cap (predictors train on finished runs only; "
                         "import again without it to add them)")
+    i.add_argument("--censored-answer-tokens", type=positive_int, default=None, metavar="N",
+                   help="features of a run that hit the cap over its prompt and first N answer tokens only, as the "
+                        "study imports them (up to the last decoding step its predictors are tested on); every answer "
+                        "id is kept, and an import without it completes them in place")
     i.set_defaults(func=import_)
 
 
@@ -129,7 +133,8 @@ def import_(args: argparse.Namespace) -> int:
     target = load_target(args)
     with PhaseBars() as bars:
         imported, known = import_generations(Store(), target, args.path, args.dataset,
-                                             finished_only=args.finished_only, on_progress=bars)
+                                             finished_only=args.finished_only,
+                                             censored_answer_tokens=args.censored_answer_tokens, on_progress=bars)
     print(f"dataset {args.dataset!r}: {imported} runs imported with recomputed features, {known} already stored")
     return 0
 

@@ -111,13 +111,13 @@ def test_parquet_is_not_written_to_a_terminal(data_dir, trace, monkeypatch, caps
 
 
 def _stocked_store(store):
-    from tests.fakes import fake_generation, fake_target
+    from tests.fakes import cut_generation, fake_generation, fake_target
 
     target = fake_target()
     dataset = store.ensure_dataset("dev", target, {})
     for i, (scenario, finished) in enumerate([("chat", True), ("chat", False), ("reasoning", True)]):
         generation = fake_generation(3, 4 + i, seed=i)
-        generation.finished = finished
+        generation = generation if finished else cut_generation(generation, 2)  # the study's import of a censored run
         store.add_to_dataset(dataset, store.save_run(target, f"prompt {i}", generation), scenario)
     store.ensure_dataset("empty", target, {})
     metrics = {"static_mae": 12.5, "static_mae_lo": 10.0, "static_mae_hi": 15.0, "kendall_tau": 0.25,
@@ -133,6 +133,7 @@ def test_datasets_and_predictors_list_what_the_store_holds(store, capsys):
     assert main(["datasets", "--format", "json"]) == 0
     rows = {r["dataset"]: r for r in _json(capsys)}
     assert rows["dev"]["runs"] == 3 and rows["dev"]["finished"] == 2 and rows["dev"]["censored"] == 1
+    assert rows["dev"]["features_cut"] == 1 and rows["empty"]["features_cut"] == 0
     assert rows["dev"]["scenarios"] == {"chat": 2, "reasoning": 1} and rows["dev"]["model"] == "fake"
     assert rows["empty"]["runs"] == 0 and rows["empty"]["scenarios"] == {}
     assert main(["datasets"]) == 0

@@ -3,6 +3,7 @@
 import gzip
 import json
 
+import pandas as pd
 import pytest
 import torch
 
@@ -197,3 +198,48 @@ def test_a_collection_killed_mid_batch_resumes_without_lost_duplicated_or_damage
     assert not check.integrity and not check.damaged_runs and not check.temp_files
     for run_id in runs["run_id"]:
         store.load_run(int(run_id), layers=[])  # every tensor file verifies
+
+
+def test_censored_runs_import_features_of_their_first_answer_steps_and_complete_in_place(store, target, tmp_path):
+    from lenscope.jobs.drafter.training import load_examples
+    from lenscope.jobs.runs.features import run_features
+    from lenscope.jobs.runs.generate import generate_cached
+    from lenscope.store.store import Store
+
+    settings = GenerationSettings(max_new_tokens=12, temperature=0.7, seed=5)
+    collect_dataset(store, target, "src", PROMPTS[:2], settings, batch_size=2)
+    path, again = tmp_path / "gens.jsonl.gz", tmp_path / "again.jsonl.gz"
+    export_generations(store, "src", path)
+    header, records = read_generations(path)
+    assert not any(r["finished"] for r in records) and all(len(r["output_ids"]) == 12 for r in records)
+    cut = Store(url=f"sqlite:///{tmp_path}/cut.db", tensor_dir=tmp_path / "cut-tensors")
+    assert import_generations(cut, target, path, "study", censored_answer_tokens=5) == (2, 0)
+    assert import_generations(cut, target, path, "study", censored_answer_tokens=5) == (0, 2)  # stored: found
+    original = {r.prompt: r.run_id for r in store.runs_frame("src").itertuples()}
+    for row in cut.runs_frame("study").itertuples():
+        run, full = cut.load_run(int(row.run_id)), store.load_run(original[row.prompt])
+        assert run.features_cut and len(run.features) == run.prompt_len + 5 == row.feature_positions
+        assert run.output_ids == full.output_ids and run.output_length == 12
+        torch.testing.assert_close(run.features.entropy, full.features.entropy[:len(run.features)], atol=1e-3, rtol=0)
+        assert run_target_topk(cut, target, run)[0].shape == (len(run.features), TOPK)
+        assert run_features(cut, run.id, 30, 1.0)["generated.egtp"].shape[0] == 5
+    export_generations(cut, "study", again)  # every answer id goes back out
+    assert read_generations(again)[1] == records
+    with pytest.raises(ValueError, match="first answer tokens only"):
+        load_examples(cut, None, "study", [2], include_censored=True)
+    assert load_examples(cut, None, "study", [2]) == []  # finished runs only: nothing cut is read
+    assert import_generations(cut, target, path, "study") == (2, 0)  # every position: completed in place
+    for row in cut.runs_frame("study").itertuples():
+        run = cut.load_run(int(row.run_id))
+        assert not run.features_cut and len(run.features) == run.prompt_len + 12 and pd.isna(row.feature_positions)
+        assert run_target_topk(cut, target, run)[0].shape == (len(run.features), TOPK)
+        assert run_features(cut, run.id, 30, 1.0)["generated.egtp"].shape[0] == 12  # a key of its own: recomputed
+    first = cut.runs_frame("study").iloc[0]
+    import_generations(cut, target, path, "other", censored_answer_tokens=5)  # a full run is never cut again
+    assert not cut.load_run(int(first["run_id"])).features_cut
+    fresh = Store(url=f"sqlite:///{tmp_path}/fresh.db", tensor_dir=tmp_path / "fresh-tensors")
+    import_generations(fresh, target, path, "study", censored_answer_tokens=5)
+    was_cut = int(fresh.runs_frame("study").set_index("prompt").loc[first["prompt"], "run_id"])
+    generated, hit = generate_cached(fresh, target, first["prompt"], settings)  # the token view reads every position
+    assert not hit and generated.id == was_cut and not generated.features_cut and len(generated.features) == \
+        generated.prompt_len + 12

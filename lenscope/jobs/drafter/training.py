@@ -33,7 +33,7 @@ from lenscope.analysis.drafter.training import (
 )
 from lenscope.analysis.egtp.plp import plp_steps, training_steps
 from lenscope.jobs.results.crossval import MAX_STEP, TRAIN_STEPS
-from lenscope.jobs.runs.datasets import JobResult, dataset_runs
+from lenscope.jobs.runs.datasets import JobResult, dataset_runs, require_every_step
 from lenscope.jobs.runs.target_topk import TOPK, run_target_topk
 from lenscope.models.drafter import LENGTH_MODES, Drafter
 from lenscope.models.target import TargetModel
@@ -66,6 +66,8 @@ def load_examples(store: Store, target: TargetModel | None, dataset: str, fuse_l
     """Every run of ``dataset`` with at least one generated token, as drafter examples (with the
     target's top-k distributions when ``target`` is given)."""
     runs = dataset_runs(store, dataset, include_censored)
+    if include_censored:
+        require_every_step(runs, "drafter training on censored runs")
     runs = runs[runs["output_tokens"] > 0]
     examples = []
     for i, row in enumerate(runs.itertuples()):
@@ -154,6 +156,8 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int | Sequence[in
     ``probe``)."""
     layers = [layer] if isinstance(layer, int) else list(layer)
     runs = dataset_runs(store, dataset, include_censored)
+    if include_censored:
+        require_every_step(runs, "probe training on censored runs")
     runs = runs[runs["output_tokens"] > 0]
     if not (runs["split"] == "train").any():
         raise ValueError(f"dataset {dataset!r} has no training runs to fit a probe on; collect more prompts")

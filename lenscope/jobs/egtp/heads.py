@@ -26,7 +26,7 @@ from lenscope.analysis.egtp.plp import EVAL_STEPS, plp_inputs, plp_steps, remain
 from lenscope.analysis.egtp.pooling import POOLINGS
 from lenscope.analysis.egtp.training import HeadConfig, load_head, predict, save_head, train_head
 from lenscope.analysis.papers import EGTP_ATTRIBUTION_R
-from lenscope.jobs.runs.datasets import dataset_runs
+from lenscope.jobs.runs.datasets import dataset_runs, require_every_step
 from lenscope.jobs.runs.features import run_features
 from lenscope.jobs.runs.generate import GenerationSettings, generate_cached
 from lenscope.models.target import TargetModel
@@ -219,6 +219,8 @@ def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: flo
     steps 0..32 for every split (runs cut at the token cap only with ``include_censored``). Returns the test
     MAE by step (step, mae, n)."""
     cfg = config or HeadConfig(epochs=15, batch_size=64)
+    if include_censored:
+        require_every_step(dataset_runs(store, dataset, include_censored), "PLP training on censored runs")
     table = feature_table(store, dataset, layer, alpha, include_censored, on_progress)
     _check_splits(table)
     runs = table.runs
@@ -245,9 +247,10 @@ def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: flo
 
 
 def plp_trajectory(store: Store, head: SoftLabelHead, meta: dict, run: StoredRun) -> pd.DataFrame:
-    """Predicted vs true remaining length after every step of one run (step, predicted, true)."""
+    """Predicted vs true remaining length after every step of one run (step, predicted, true); a run whose features
+    stop early (:attr:`~lenscope.store.store.StoredRun.features_cut`) has the steps they reach."""
     f = run_features(store, run.id, meta["layer"], meta["alpha"])
-    steps = plp_steps(run.output_length)
+    steps = plp_steps(min(run.output_length, len(f["generated.egtp"]) + 1))
     x = plp_inputs(f[f"prompt.{meta['prompt_pooling']}"], f["generated.egtp"], steps)
     return pd.DataFrame({"step": steps, "predicted": predict(head, x), "true": run.output_length - steps})
 

@@ -30,6 +30,9 @@ LATER_STEPS = 64  # ... and train on every step up to MAX_STEP plus this many la
 # Dynamic learners train on every step up to MAX_STEP (the steps they are tested on) and LATER_STEPS spread
 # over the rest of each run: a third of the samples of every step, for a five-fold, three-seed protocol on CPU.
 TRAIN_STEPS = {"dense": MAX_STEP, "later": LATER_STEPS}  # training_steps' arguments
+# Every predictor trains on finished runs and tests a censored one at steps 0..MAX_STEP only, which read its answer's
+# first MAX_STEP + 1 tokens at most: the study imports a censored run's features that far (the store keeps every id).
+CENSORED_ANSWER_TOKENS = MAX_STEP + 1
 
 
 @dataclass(frozen=True)

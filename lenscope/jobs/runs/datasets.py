@@ -71,6 +71,17 @@ def dataset_runs(store: Store, dataset: str, include_censored: bool = False) -> 
     return runs.reset_index(drop=True)
 
 
+def require_every_step(runs: pd.DataFrame, what: str) -> None:
+    """Raise ValueError before ``what`` reads every answer step of ``runs`` when some of them have features of their
+    first answer tokens only (censored runs the full study imported so: it reads no later step of them)."""
+    cut = runs["feature_positions"].notna()
+    if cut.any():
+        raise ValueError(f"{what} reads every answer step, but {int(cut.sum()):,} censored run(s) of this dataset have "
+                         "features of their first answer tokens only (the study imports them so): leave censored runs "
+                         "out, or import their generations file again (`python -m lenscope import-generations FILE "
+                         "--dataset NAME` computes every position and completes them in place)")
+
+
 def dataset_counts(store: Store, dataset: str, include_censored: bool = False) -> DatasetCounts:
     """Runs, censored runs and the runs used per split, as every page and table reports them."""
     runs = all_runs(store, dataset)
@@ -112,7 +123,8 @@ HEADLINE_METRICS = ("static_mae", "static_mae_lo", "static_mae_hi", "dynamic_mae
 
 def datasets_overview(store: Store) -> pd.DataFrame:
     """One row per dataset of the store, by name: ``dataset``, ``runs``, ``finished``, ``censored`` (hit the token
-    cap), ``model`` (the spec its model was loaded from), ``scenarios`` ({scenario: runs}) and ``created``."""
+    cap), ``features_cut`` (censored runs with features of their first answer tokens only, as the study imports
+    them), ``model`` (the spec its model was loaded from), ``scenarios`` ({scenario: runs}) and ``created``."""
     from sqlalchemy import func, select
 
     from lenscope.store.schema import Dataset, DatasetRun, ModelRecord, Run
@@ -121,20 +133,24 @@ def datasets_overview(store: Store) -> pd.DataFrame:
         datasets = s.execute(select(Dataset.id, Dataset.name, ModelRecord.source, Dataset.created)
                              .join(ModelRecord, ModelRecord.id == Dataset.model_id, isouter=True)
                              .order_by(Dataset.name)).all()
-        counts = s.execute(select(DatasetRun.dataset_id, DatasetRun.scenario, Run.finished, func.count())
+        cut = Run.feature_positions.is_not(None)
+        counts = s.execute(select(DatasetRun.dataset_id, DatasetRun.scenario, Run.finished, cut, func.count())
                            .join(Run, Run.id == DatasetRun.run_id)
-                           .group_by(DatasetRun.dataset_id, DatasetRun.scenario, Run.finished)).all()
+                           .group_by(DatasetRun.dataset_id, DatasetRun.scenario, Run.finished, cut)).all()
     rows = []
     for dataset_id, name, model, created in datasets:
-        mine = [(scenario, bool(finished), int(n)) for d, scenario, finished, n in counts if d == dataset_id]
+        mine = [(scenario, bool(finished), bool(short), int(n))
+                for d, scenario, finished, short, n in counts if d == dataset_id]
         scenarios: dict[str, int] = {}
-        for scenario, _, n in sorted(mine):
+        for scenario, *_, n in sorted(mine):
             scenarios[scenario] = scenarios.get(scenario, 0) + n
-        finished = sum(n for _, done, n in mine if done)
+        finished = sum(n for _, done, _, n in mine if done)
         runs = sum(n for *_, n in mine)
         rows.append({"dataset": name, "runs": runs, "finished": finished, "censored": runs - finished,
-                     "model": model, "scenarios": scenarios, "created": created})
-    return pd.DataFrame(rows, columns=["dataset", "runs", "finished", "censored", "model", "scenarios", "created"])
+                     "features_cut": sum(n for *_, short, n in mine if short), "model": model,
+                     "scenarios": scenarios, "created": created})
+    return pd.DataFrame(rows, columns=["dataset", "runs", "finished", "censored", "features_cut", "model", "scenarios",
+                                       "created"])
 
 
 def predictors_overview(store: Store) -> pd.DataFrame:

@@ -18,14 +18,18 @@ def compute_run_features(run: StoredRun, layer: int, alpha: float) -> dict[str, 
         raise ValueError(f"run {run.id} has no hidden states at layer {layer} (stored: {run.layers})")
     hidden, entropy, p, c = run.features.hidden[layer], run.features.entropy, run.prompt_len, run.content_start
     out = {f"prompt.{m}": pool(hidden[c:p], entropy[c:p], m, alpha).contiguous() for m in POOLINGS}
-    answer = hidden[p:p + run.output_length]
+    answer = hidden[p:p + run.output_length]  # the answer tokens with features: all, unless they stop early
     out["generated.egtp"] = (prefix_pool(answer, entropy[p:p + run.output_length], "egtp", alpha)
                              if len(answer) else torch.zeros(0, hidden.shape[1]))
     return out
 
 
 def run_features(store: Store, run_id: int, layer: int, alpha: float) -> dict[str, torch.Tensor]:
-    """:func:`compute_run_features`, computed once per (run, layer, alpha) and kept in the store."""
-    config = {"run_id": int(run_id), "layer": layer, "alpha": alpha, "version": FEATURES_VERSION}
+    """:func:`compute_run_features`, computed once per (run, layer, alpha) and kept in the store (a run whose features
+    stop before its answer does has ``generated.egtp`` rows for its first answer tokens only, and a key of its own:
+    completing the run recomputes them)."""
+    positions = store.feature_positions(int(run_id))
+    config = {"run_id": int(run_id), "layer": layer, "alpha": alpha, "version": FEATURES_VERSION,
+              **({"positions": positions} if positions else {})}
     return store.memo_tensors(FEATURES_KIND, f"run {run_id} L{layer}", config,
                               lambda: compute_run_features(store.load_run(int(run_id), layers=[layer]), layer, alpha))

@@ -39,7 +39,7 @@ def generate_cached(
                          f"reads at most {target.context_length:,} tokens)")
     layers = list(layers) if layers is not None else target.default_layers()
     key = store.run_key(target.key, prompt, settings.as_dict(), layers)
-    run_id = store.find_run(key)
+    run_id = store.find_run(key, whole=True)  # a run whose features stop early is generated again, in place
     if run_id is not None:
         return store.load_run(run_id), True
     generation = generate(target, prompt, settings, layers, on_progress=on_progress)

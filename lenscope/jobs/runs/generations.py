@@ -44,12 +44,12 @@ def export_generations(store: Store, dataset: str, path: Path, on_progress: Prog
     with gzip.open(path, "wt", encoding="utf-8") as fh:
         for i, row in enumerate(runs.itertuples()):
             run = store.load_run(int(row.run_id), layers=[])
-            ids = run.features.input_ids.tolist()
             if i == 0:
                 fh.write(json.dumps({"format": FORMAT, "dataset": dataset, "layers": layers, "model": model}) + "\n")
             fh.write(json.dumps({"prompt": run.prompt, "source": row.source, "ref": row.source_ref,
                                  "scenario": row.scenario, "settings": run.settings,
-                                 "prompt_ids": ids[:run.prompt_len], "output_ids": ids[run.prompt_len:],
+                                 "prompt_ids": run.features.input_ids[:run.prompt_len].tolist(),
+                                 "output_ids": run.output_ids,
                                  "finished": run.finished}) + "\n")
             on_progress(i + 1, len(runs), "export")
     return len(runs)
@@ -111,30 +111,39 @@ def record_keys(store: Store, target: TargetModel, records: Sequence[dict], laye
 
 def import_generations(store: Store, target: TargetModel, path: Path, dataset: str,
                        layers: Sequence[int] | None = None, finished_only: bool = False,
+                       censored_answer_tokens: int | None = None,
                        on_progress: Progress = no_progress) -> tuple[int, int]:
     """Store the runs of a generations file in ``dataset`` with features recomputed on ``target``;
     runs already stored are kept. ``finished_only`` leaves out the runs that hit the token cap: every predictor
     trains and scores on finished runs only, and the censored ones hold most of a long study's tokens, so a
-    first import of the finished ones trains sooner (a later import adds the rest). Returns (imported, already
-    stored). Every record is checked before anything is stored (:func:`check_generations`)."""
+    first import of the finished ones trains sooner (a later import adds the rest). ``censored_answer_tokens``
+    computes a censored run's features over its prompt and first answer tokens only (see :func:`import_records`).
+    Returns (imported, already stored). Every record is checked before anything is stored
+    (:func:`check_generations`)."""
     header, records = read_generations(path)
     check_generations(target, path.name, header, records)  # all of them, numbered as in the file
     if finished_only:
         records = [r for r in records if r["finished"]]
-    return import_records(store, target, path.name, header, records, dataset, layers, on_progress=on_progress)
+    return import_records(store, target, path.name, header, records, dataset, layers,
+                          censored_answer_tokens=censored_answer_tokens, on_progress=on_progress)
 
 
 def import_records(store: Store, target: TargetModel, source: str, header: dict, records: Sequence[dict],
                    dataset: str, layers: Sequence[int] | None = None, censored_left_out: int = 0,
-                   on_progress: Progress = no_progress) -> tuple[int, int]:
+                   censored_answer_tokens: int | None = None, on_progress: Progress = no_progress) -> tuple[int, int]:
     """:func:`import_generations` of some of the records of file ``source`` (with its ``header``). A dataset
     created here notes ``censored_left_out``: answers of its prompts that hit the cap and were not imported.
-    Nothing is stored unless the dataset takes runs of ``target`` and every record passes :func:`check_generations`."""
+    Nothing is stored unless the dataset takes runs of ``target`` and every record passes :func:`check_generations`.
+
+    ``censored_answer_tokens``: the features of a run that hit the cap cover its prompt and only that many answer
+    tokens (the store keeps every answer id, and marks the run, :attr:`~lenscope.store.store.StoredRun.features_cut`);
+    the full study reads no later step of a censored run. Without it, every position gets features, and a run stored
+    with fewer is completed in place."""
     store.check_dataset(dataset, target)  # a dataset of another model, a read-only store: refused first
     check_generations(target, source, header, records)
     layers = target.check_layers(layers if layers is not None else header.get("layers"))
     keys = record_keys(store, target, records, layers)
-    found = store.find_runs(keys)
+    found = store.find_runs(keys, whole=censored_answer_tokens is None)
     todo = [r for r, key in zip(records, keys) if key not in found]
     config = {"imported_from": source, "layers": layers,
               **({"censored_not_imported": censored_left_out} if censored_left_out else {})}
@@ -145,7 +154,8 @@ def import_records(store: Store, target: TargetModel, source: str, header: dict,
     on_progress(0, len(todo), "import")
     for start in range(0, len(todo), IMPORT_BATCH):
         batch = todo[start:start + IMPORT_BATCH]
-        features = target.features([r["prompt_ids"] + r["output_ids"] for r in batch], layers, topk=TOPK)
+        features = target.features([r["prompt_ids"] + _featured_answer(r, censored_answer_tokens) for r in batch],
+                                   layers, topk=TOPK)
         new = [NewRun(r["prompt"], Generation(
             prompt_len=len(r["prompt_ids"]), features=f.with_top_k(TOP_K), finished=r["finished"],
             settings=r["settings"],
@@ -153,8 +163,16 @@ def import_records(store: Store, target: TargetModel, source: str, header: dict,
             content_start=target.content_start(r["prompt_ids"], r["settings"].get("system_prompt", "default"))),
             r["source"], r["ref"]) for r, f in zip(batch, features)]
         run_ids = store.save_runs(target, new)
-        keep_import_topk(store, target, run_ids, features)  # the drafters' KL target, from this same pass
+        keep_import_topk(store, target, run_ids, features,  # the drafters' KL target, from this same pass
+                         [len(r["prompt_ids"]) + len(r["output_ids"]) for r in batch])
         for record, run_id in zip(batch, run_ids):
             store.add_to_dataset(dataset_id, run_id, record["scenario"])
         on_progress(start + len(batch), len(todo), "import")
     return len(todo), len(records) - len(todo)
+
+
+def _featured_answer(record: dict, censored_answer_tokens: int | None) -> list[int]:
+    """The answer ids of ``record`` that get features: all, or a censored one's first ``censored_answer_tokens``."""
+    if record["finished"] or censored_answer_tokens is None:
+        return record["output_ids"]
+    return record["output_ids"][:censored_answer_tokens]

@@ -15,12 +15,14 @@ TOPK = 32  # target distribution truncated to its top-32 tokens for the drafters
 TOPK_KIND = "drafter_target_topk"
 
 
-def _config(run_id: int, target: TargetModel) -> dict:
-    return {"run_id": run_id, "model": target.key, "k": TOPK}
+def _config(run_id: int, target: TargetModel, positions: int | None) -> dict:
+    """The memo key: a run whose features stop early (``positions``) has its own, so completing it recomputes."""
+    return {"run_id": run_id, "model": target.key, "k": TOPK, **({"positions": positions} if positions else {})}
 
 
-def _kept(store: Store, target: TargetModel, run_id: int, compute) -> dict[str, torch.Tensor]:
-    return store.memo_tensors(TOPK_KIND, f"run {run_id} target top-{TOPK}", _config(run_id, target), compute)
+def _kept(store: Store, target: TargetModel, run_id: int, positions: int | None, compute) -> dict[str, torch.Tensor]:
+    return store.memo_tensors(TOPK_KIND, f"run {run_id} target top-{TOPK}", _config(run_id, target, positions),
+                              compute)
 
 
 def run_target_topk(store: Store, target: TargetModel, run: StoredRun) -> tuple[torch.Tensor, torch.Tensor]:
@@ -34,14 +36,15 @@ def run_target_topk(store: Store, target: TargetModel, run: StoredRun) -> tuple[
         ids, logp = target_topk(target.next_token_logits(final[target.num_layers]), TOPK)  # on the target's device
         return {"ids": ids.int().cpu(), "logp": logp.half().cpu()}
 
-    kept = _kept(store, target, run.id, compute)
+    kept = _kept(store, target, run.id, len(run.features) if run.features_cut else None, compute)
     return kept["ids"].long(), kept["logp"]
 
 
 def keep_import_topk(store: Store, target: TargetModel, run_ids: Sequence[int],
-                     features: Sequence[SequenceFeatures]) -> None:
-    """Keep the top-:data:`TOPK` of features computed with ``topk=TOPK`` for their runs (what
-    :func:`run_target_topk` would compute, from the unrounded final states of the same pass)."""
-    for run_id, f in zip(run_ids, features):
-        _kept(store, target, run_id, lambda f=f: {"ids": f.topk_ids[:, :TOPK].int(),
-                                                  "logp": f.topk_probs[:, :TOPK].log().half()})
+                     features: Sequence[SequenceFeatures], run_lengths: Sequence[int]) -> None:
+    """Keep the top-:data:`TOPK` of features computed with ``topk=TOPK`` for their runs of ``run_lengths`` prompt
+    and answer tokens (what :func:`run_target_topk` would compute, from the unrounded final states of the same
+    pass; features may stop before a run does)."""
+    for run_id, f, n in zip(run_ids, features, run_lengths):
+        _kept(store, target, run_id, len(f) if len(f) < n else None,
+              lambda f=f: {"ids": f.topk_ids[:, :TOPK].int(), "logp": f.topk_probs[:, :TOPK].log().half()})

@@ -41,7 +41,7 @@ from lenscope.jobs.egtp.heads import (
 )
 from lenscope.jobs.predictors.baselines import BASELINES, baseline_name, train_baselines
 from lenscope.jobs.results.claims import claims_report, dataset_predictors, stored_claims
-from lenscope.jobs.results.crossval import cv_runs, runs_digest
+from lenscope.jobs.results.crossval import CENSORED_ANSWER_TOKENS, cv_runs, runs_digest
 from lenscope.jobs.runs.collect import (
     Request,
     collect_requests,
@@ -215,9 +215,13 @@ def collection_text(chunks: Sequence[Chunk]) -> str:
     return f"{', '.join(parts)} (cap {'/'.join(map(str, caps))})"
 
 
-def _import_step(store: Store, target: TargetModel, dataset: str, files: list[Path]) -> Step:
+def _import_step(store: Store, target: TargetModel, dataset: str, files: list[Path], censored_answer_tokens: int | None
+                 ) -> Step:
+    """Import the shipped generations files (a censored run's features up to ``censored_answer_tokens``, see
+    :func:`import_records`)."""
     def run(on_progress: Progress):
-        return [import_generations(store, target, path, dataset, on_progress=on_progress) for path in files]
+        return [import_generations(store, target, path, dataset, censored_answer_tokens=censored_answer_tokens,
+                                   on_progress=on_progress) for path in files]
 
     return Step("import", f"import {len(files)} shipped generations file(s)", lambda: False, run)
 
@@ -234,7 +238,8 @@ def study_steps(store: Store, target: TargetModel, dataset: str, size: str = "st
     steps = []
     shipped = sorted(SHIPPED.glob(f"{dataset}-*.jsonl.gz"))
     if shipped and collect:
-        steps.append(_import_step(store, target, dataset, shipped))
+        steps.append(_import_step(store, target, dataset, shipped,
+                                  None if size in TRAINS_ON_CENSORED else CENSORED_ANSWER_TOKENS))
     if collect:
         sample = shipped_sample(target, size)
         steps.append(_sample_step(store, target, dataset, sample) if sample

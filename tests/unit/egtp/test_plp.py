@@ -1,6 +1,7 @@
 """PLP samples (remaining length L - t at steps 0..L-1) and training on a synthetic store."""
 
 import numpy as np
+import pytest
 import torch
 
 from lenscope.analysis.egtp.plp import (
@@ -64,3 +65,28 @@ def test_train_plp_stores_eval_rows_with_splits(store):
     assert preds["step"].max() == EVAL_STEPS and (preds["true"] >= 1).all()
     assert (preds["split"] == preds["run_id"].map(dataset_runs(store, "syn").set_index("run_id")["split"])).all()
     assert np.isfinite(preds["predicted"]).all()
+
+
+def test_runs_with_features_of_their_first_answer_steps_are_scored_not_trained_on(store):
+    from lenscope.jobs.drafter.training import train_probe_job
+    from lenscope.jobs.egtp.heads import load_head, plp_trajectory
+
+    synthetic_dataset(store, n=30, censored_every=3, censored_answer_tokens=8)  # every answer is longer
+    runs = dataset_runs(store, "syn", include_censored=True)
+    cut = runs[runs["censored"]]
+    assert len(cut) == 10 and cut["feature_positions"].notna().all() and runs["finished"].eq(
+        runs["feature_positions"].isna()).all()
+    config = HeadConfig(epochs=2, batch_size=64, hidden=16)
+    for train in (lambda: train_plp(store, "syn", SYNTHETIC_LAYER, config=config, include_censored=True),
+                  lambda: train_probe_job(store, "syn", SYNTHETIC_LAYER, epochs=1, include_censored=True)):
+        with pytest.raises(ValueError, match="10 censored run.* first answer tokens only"):
+            train()
+    train_plp(store, "syn", SYNTHETIC_LAYER, config=config)  # finished runs only: every step is there
+    pred = store.predictors_frame(PLP_KIND).iloc[0]
+    head, meta = load_head(pred["artifact_path"])
+    run = store.load_run(int(cut["run_id"].iloc[0]), layers=[SYNTHETIC_LAYER])
+    trajectory = plp_trajectory(store, head, meta, run)  # the steps its features reach
+    assert run.features_cut and trajectory["step"].tolist() == list(range(9))
+    assert (trajectory["true"] == run.output_length - trajectory["step"]).all()
+    whole = store.load_run(int(runs.loc[runs["finished"], "run_id"].iloc[0]), layers=[SYNTHETIC_LAYER])
+    assert plp_trajectory(store, head, meta, whole)["step"].tolist() == list(range(whole.output_length))

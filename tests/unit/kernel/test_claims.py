@@ -91,3 +91,19 @@ def test_median_constant_is_the_training_median_per_step(store):
     assert at5.tolist() == [np.median(train[train > 5] - 5)]
     assert set(pred["run_id"]) == set(runs.loc[fold.test, "run_id"])
     assert isinstance(pred, pd.DataFrame) and store.results_frame(CLAIMS_KIND).empty
+
+
+def test_censored_runs_with_features_of_their_first_answer_steps_give_the_same_claims(data_dir, tmp_path):
+    from lenscope.jobs.results.crossval import CENSORED_ANSWER_TOKENS
+    from lenscope.store.store import Store
+
+    reports = []
+    for name, cut in (("whole", None), ("cut", CENSORED_ANSWER_TOKENS)):
+        store = Store(url=f"sqlite:///{tmp_path}/{name}.db", tensor_dir=tmp_path / f"{name}-tensors")
+        synthetic_dataset(store, "syn", n=80, censored_every=4, censored_answer_tokens=cut)
+        runs = store.runs_frame("syn")
+        assert runs["feature_positions"].notna().sum() == (0 if cut is None else 10)  # censored, longer than 33
+        reports.append(_report(store, seeds=1))
+    whole, cut = reports
+    pd.testing.assert_frame_equal(whole.claims, cut.claims)  # every step it reads of a censored run is kept
+    pd.testing.assert_frame_equal(whole.predictors, cut.predictors)

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from lenscope.cli import main
+from lenscope.jobs.results.crossval import CENSORED_ANSWER_TOKENS, MAX_STEP
 from lenscope.jobs.runs.generation_records import check_generations
 from lenscope.jobs.runs.generations import FORMAT
 from lenscope.models.target import lone_surrogate
@@ -174,3 +175,35 @@ def test_the_shipped_generations_pass_the_checks_on_the_embedded_model(target):
     with pytest.raises(ValueError, match=f"record 1: output_ids\\[0\\] = 49152 is not a token id of {MODEL} "
                                          r"\(vocabulary 49152\)"):
         check_generations(target, path.name, header, [{**records[0], "output_ids": [49152, END]}])
+
+
+def test_the_cli_imports_censored_runs_to_their_first_answer_tokens_when_asked(data_dir, tmp_path, monkeypatch,
+                                                                              capsys):
+    monkeypatch.setattr("lenscope.cli.collect.load_target", lambda args: fake_model())
+    seen = []
+    monkeypatch.setattr("lenscope.jobs.runs.generations.import_generations",
+                        lambda store, target, path, dataset, **kw: seen.append(kw) or (1, 0))
+    path = _write(tmp_path / "gen.jsonl.gz", [record()])
+    assert main(["import-generations", str(path), "--dataset", "x", "--censored-answer-tokens", "33"]) == 0
+    assert main(["import-generations", str(path), "--dataset", "x"]) == 0
+    assert [kw["censored_answer_tokens"] for kw in seen] == [33, None]
+    with pytest.raises(SystemExit):
+        main(["import-generations", str(path), "--dataset", "x", "--censored-answer-tokens", "0"])
+    assert "--censored-answer-tokens: expected an integer >= 1, not '0'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("size", "cut"), [("full", CENSORED_ANSWER_TOKENS), ("tiny", None)])
+def test_the_study_imports_censored_runs_to_the_steps_it_reads_unless_its_size_trains_on_them(store, tmp_path,
+                                                                                              monkeypatch, size, cut):
+    import lenscope.jobs.study.pipeline as pipeline
+
+    (tmp_path / "x-generations.jsonl.gz").write_bytes(b"")
+    monkeypatch.setattr(pipeline, "SHIPPED", tmp_path)
+    seen = []
+    monkeypatch.setattr(pipeline, "import_generations",
+                        lambda store, target, path, dataset, **kw: seen.append((path.name, kw)) or (0, 0))
+    step = pipeline.study_steps(store, SimpleNamespace(num_layers=30), "x", size)[0]
+    assert step.phase == "import"
+    step.run(lambda *a: None)
+    assert [(name, kw["censored_answer_tokens"]) for name, kw in seen] == [("x-generations.jsonl.gz", cut)]
+    assert CENSORED_ANSWER_TOKENS == MAX_STEP + 1  # every step a censored run is tested at, 0..MAX_STEP

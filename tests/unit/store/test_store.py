@@ -163,3 +163,30 @@ def test_dataset_config_is_kept_from_creation_and_none_for_an_unknown_name(store
     assert store.dataset_config("d") == {"layers": [2, 30], "censored_not_imported": 3}
     assert store.dataset_config("bare") == {}
     assert store.dataset_config("missing") is None
+
+
+def test_a_run_whose_features_stop_early_keeps_its_answer_and_is_completed_in_place(store):
+    from lenscope.store.store import NewRun
+    from tests.fakes import cut_generation, fake_generation, fake_target
+
+    target, whole = fake_target(), fake_generation(3, 10, seed=4)
+    whole.finished = False
+    cut = cut_generation(whole, 4)
+    run_id = store.save_run(target, "long", cut)
+    run = store.load_run(run_id)
+    assert run.features_cut and len(run.features) == 7 and run.output_length == 10
+    assert run.output_ids == whole.output_ids  # every answer id, beyond the features
+    assert store.feature_positions(run_id) == 7 and store.runs_frame()["feature_positions"].tolist() == [7]
+    key = store.run_key(target.key, "long", whole.settings, [1, 2])
+    assert store.find_runs([key]) == {key: run_id} and store.find_runs([key], whole=True) == {}
+    assert store.find_run(key, whole=True) is None
+    assert store.save_runs(target, [NewRun("long", whole)]) == [run_id]  # completed in place, same id
+    run = store.load_run(run_id)
+    assert not run.features_cut and run.kept_output_ids is None and run.output_ids == whole.output_ids
+    torch.testing.assert_close(run.features.entropy, whole.features.entropy)
+    assert store.feature_positions(run_id) is None and store.find_run(key, whole=True) == run_id
+    assert store.save_runs(target, [NewRun("long", cut)]) == [run_id]  # a shorter one never replaces it
+    assert not store.load_run(run_id).features_cut
+    finished = fake_generation(3, 5, seed=5)  # features of every position: nothing marked, no extra ids kept
+    plain = store.load_run(store.save_run(target, "short", finished))
+    assert not plain.features_cut and plain.kept_output_ids is None and plain.output_ids == finished.output_ids
