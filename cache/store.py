@@ -116,6 +116,11 @@ class DamagedRun:
     dtype: str
 
 
+def _stops_early(generation: GenerationShape) -> bool:
+    """Whether a generation's features stop before its answer does."""
+    return len(generation.features) < generation.prompt_len + generation.output_length
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     """Per-connection settings; none writes to the file (WAL mode, which does, is set by :func:`migrate` once the
     database is known to be a lenscope store)."""
@@ -349,11 +354,10 @@ class Store:
         for new in runs:
             gen, feats = new.generation, new.generation.features
             key = self.run_key(target.key, new.prompt, gen.settings, sorted(feats.hidden))
-            cut = len(feats) < gen.prompt_len + gen.output_length
             digest, path = self.tensors.put({
                 "input_ids": feats.input_ids, "entropy": feats.entropy.float(),
                 "topk_ids": feats.topk_ids, "topk_probs": feats.topk_probs.float(), **pack_hidden(feats.hidden),
-                **({"output_ids": torch.tensor(gen.output_ids, dtype=torch.long)} if cut else {}),
+                **({"output_ids": torch.tensor(gen.output_ids, dtype=torch.long)} if _stops_early(gen) else {}),
             })
             rows.append((key, self.ensure_prompt(new.prompt, new.source, new.source_ref), new, digest, path))
         try:
@@ -370,13 +374,12 @@ class Store:
                 positions = len(new.generation.features)
                 if run is None or run.damaged or (run.feature_positions or positions) < positions:
                     gen = new.generation
-                    cut = positions < gen.prompt_len + gen.output_length
                     fields = dict(key=key, model_id=model_id, prompt_id=prompt_id, settings=gen.settings,
                                   response=gen.text, prompt_tokens=gen.prompt_len, output_tokens=gen.output_length,
                                   finished=gen.finished, layers=sorted(gen.features.hidden), features_hash=digest,
                                   features_path=str(path), duration_s=gen.duration_s, damaged=False,
                                   tokens=[t[:256] for t in gen.features.tokens], content_start=gen.content_start,
-                                  feature_positions=positions if cut else None)
+                                  feature_positions=positions if _stops_early(gen) else None)
                     if run is None:
                         run = known[key] = Run(**fields)
                         s.add(run)

@@ -350,3 +350,20 @@ def test_epoch_batches_cover_every_run_once_with_little_padding():
     assert padded(windowed) < 1.2 < 1.4 < padded(plain)
     again = epoch_batches(lengths, 4, 64, torch.Generator().manual_seed(0))
     assert again == windowed != epoch_batches(lengths, 4, 64, torch.Generator().manual_seed(1))
+
+
+def test_bfloat16_autocast_only_where_the_cpu_multiplies_it_natively(tmp_path, monkeypatch):
+    from lenscope.analysis.drafter import training
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni\nbugs\t\t: spectre_v1\n"
+                    "processor\t: 1\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni\n")
+    assert training.cpu_flags(str(info)) == {"fpu", "sse2", "avx2", "avx512f", "avx512bw", "avx512_vnni"}
+    assert training.cpu_flags(str(tmp_path / "none")) == frozenset()
+    for flags, native in [({"avx512f", "avx512bw"}, False), ({"avx512f", "avx512_bf16"}, True),
+                          ({"amx_bf16", "amx_tile"}, True), (frozenset(), False)]:
+        monkeypatch.setattr(training, "cpu_flags", lambda flags=flags: frozenset(flags))
+        assert training.bf16_native("cpu") is native  # plain AVX-512 emulates bfloat16: slower than float32
+        assert training.bf16_native("cuda")
+        with training.mixed_precision("cpu", enabled=True):
+            assert torch.is_autocast_enabled("cpu") is native
