@@ -81,7 +81,7 @@ class StoredRun:
     def features_cut(self) -> bool:
         """Whether the features stop before the answer does: a censored run imported with the features of its
         first answer steps only (what the study reads of it), see :meth:`Store.save_runs`."""
-        return len(self.features) < self.prompt_len + self.output_length
+        return _stops_early(self)
 
     @property
     def output_ids(self) -> list[int]:
@@ -116,8 +116,8 @@ class DamagedRun:
     dtype: str
 
 
-def _stops_early(generation: GenerationShape) -> bool:
-    """Whether a generation's features stop before its answer does."""
+def _stops_early(generation: GenerationShape | StoredRun) -> bool:
+    """Whether a generation's (or a stored run's) features stop before its answer does."""
     return len(generation.features) < generation.prompt_len + generation.output_length
 
 

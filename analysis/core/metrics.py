@@ -150,7 +150,8 @@ def pooled_difference(values, groups, first, second, level: float = 0.95) -> Est
     """The mean of group ``first`` minus that of ``second`` with a Student-t CI from the within-group spread pooled
     over every group (NaN bounds without repetitions); ``n`` counts the values of both."""
     means, unit = _group_means(values, groups, level)
-    a, b = means.set_index("group").loc[first], means.set_index("group").loc[second]
+    means = means.set_index("group")
+    a, b = means.loc[first], means.loc[second]
     half = unit * np.sqrt(1 / a["size"] + 1 / b["size"])
     value = float(a["mean"] - b["mean"])
     return Estimate(value, value - half, value + half, int(a["size"] + b["size"]))
