@@ -10,6 +10,7 @@ import torch
 from lenscope.analysis.data.prompts import PromptItem
 from lenscope.analysis.drafter.training import target_topk
 from lenscope.cli import main
+from lenscope.jobs.runs import generations
 from lenscope.jobs.runs.collect import collect_dataset
 from lenscope.jobs.runs.generations import (
     export_generations,
@@ -85,7 +86,7 @@ def test_interrupted_collection_keeps_finished_runs_and_resumes(store, target):
     assert whole.cached == 4 and whole.run_ids == again.run_ids
 
 
-def test_generations_round_trip_through_a_file_with_recomputed_features(store, target, tmp_path):
+def test_generations_round_trip_through_a_file_with_recomputed_features(store, target, tmp_path, monkeypatch):
     settings = GenerationSettings(max_new_tokens=6, temperature=0.7, seed=3)
     collect_dataset(store, target, "src", PROMPTS, settings, batch_size=3)
     path = tmp_path / "gens.jsonl.gz"
@@ -105,7 +106,11 @@ def test_generations_round_trip_through_a_file_with_recomputed_features(store, t
     assert import_generations(part, target, mixed, "part", finished_only=True) == (1, 0)
     assert part.runs_frame(dataset="part")["finished"].tolist() == [True]
     assert import_generations(part, target, mixed, "part") == (2, 1)  # the rest, later
-    assert import_generations(other, target, path, "copy") == (3, 0)
+    monkeypatch.setattr(generations, "IMPORT_WINDOW_TOKENS", 1)  # a window a run: stored as they come, in file order
+    seen = []
+    assert import_generations(other, target, path, "copy", on_progress=lambda *a: seen.append(a[:2])) == (3, 0)
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    assert other.runs_frame(dataset="copy")["prompt"].tolist() == [r["prompt"] for r in records]
     assert import_generations(other, target, path, "copy") == (0, 3)
     copied = other.runs_frame(dataset="copy").sort_values("prompt")
     original = store.runs_frame(dataset="src").sort_values("prompt")
