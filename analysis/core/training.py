@@ -26,16 +26,21 @@ class TrainingConfig(Protocol):
 
 
 @contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """torch on one intra-op thread while inside, the calling thread's count restored after: a small head's
-    64-row minibatch (a few hundred thousand weights) took 1.7 ms on one thread against 2.1 ms on two of this
-    project's 2 cores, which hand work over more than they compute; a probe's 256-row one, the same."""
+def threads(count: int) -> Iterator[None]:
+    """torch on ``count`` intra-op threads while inside, the calling thread's count restored after."""
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(count)
     try:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def one_thread() -> contextlib.AbstractContextManager[None]:
+    """:func:`threads` (1): a small head's 64-row minibatch (a few hundred thousand weights) took 1.7 ms on one
+    thread against 2.1 ms on two of this project's 2 cores, which hand work over more than they compute; a probe's
+    256-row one, the same."""
+    return threads(1)
 
 
 def fit_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: BatchLoss, config: TrainingConfig,

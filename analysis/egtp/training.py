@@ -13,9 +13,10 @@ stopping scores the clipped MAE (:func:`lenscope.analysis.core.metrics.clipped_m
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from lenscope.analysis.core.metrics import clipped_mae
-from lenscope.analysis.core.soft_label_head import BINNINGS, LengthBins, SoftLabelHead, soft_label_loss
-from lenscope.analysis.core.training import fit_minibatch
+from lenscope.analysis.core.soft_label_head import BINNINGS, LengthBins, SoftLabelHead, soft_labels
+from lenscope.analysis.core.training import one_thread
+from lenscope.analysis.egtp.stacked_heads import StackedHeads
 
 
 @dataclass
@@ -87,6 +89,20 @@ def _val_score(x_val: torch.Tensor, y_val: torch.Tensor,
     return lambda model: clipped_mae(_predict_batched(model, x).numpy(), y.numpy(), cens, y.numpy())
 
 
+@dataclass
+class HeadTask:
+    """One head to train (the arguments of :func:`train_head`)."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_val: torch.Tensor | None = None
+    y_val: torch.Tensor | None = None
+    config: HeadConfig = field(default_factory=HeadConfig)
+    on_epoch: Callable[[int, int, dict], None] | None = None
+    censored_train: torch.Tensor | None = None
+    censored_val: torch.Tensor | None = None
+
+
 def train_head(x_train: torch.Tensor, y_train: torch.Tensor, x_val: torch.Tensor | None = None,
                y_val: torch.Tensor | None = None, config: HeadConfig | None = None,
                on_epoch: Callable[[int, int, dict], None] | None = None,
@@ -97,15 +113,52 @@ def train_head(x_train: torch.Tensor, y_train: torch.Tensor, x_val: torch.Tensor
     With ``config.censoring == "aware"`` censored training rows enter the censoring-aware loss (the bins are fitted
     on all training lengths, caps included); with ``"drop"`` they are left out. Given ``censored_val``, early
     stopping scores the clipped MAE over all validation rows, else the plain MAE. Without a validation set the
-    last epoch is kept. ``on_epoch(epoch, epochs, row)`` reports progress.
+    last epoch is kept. ``on_epoch(epoch, epochs, row)`` reports progress. AdamW on shuffled minibatches of
+    ``config.batch_size`` (a last one of under 2 rows skipped), the epoch with the best validation score kept.
     """
-    cfg = config or HeadConfig()
+    return train_heads([HeadTask(x_train, y_train, x_val, y_val, config or HeadConfig(), on_epoch, censored_train,
+                                 censored_val)])[0]
+
+
+def train_heads(tasks: Sequence[HeadTask]) -> list[TrainResult]:
+    """Train every task's head as :func:`train_head` would alone, heads of one shape and optimisation side by side
+    (:class:`lenscope.analysis.egtp.stacked_heads.StackedHeads`): for the cross-validation's folds and seeds, one
+    batched step instead of one per head. Returns the results in the tasks' order."""
+    prepared = [_prepare(task) for task in tasks]
+    groups: dict[tuple, list[int]] = {}
+    for i, (task, head, _) in enumerate(prepared):
+        cfg = task.config
+        key = (tuple(task.x_train.shape[1:]), head.architecture, cfg.hidden, cfg.bins, cfg.dropout, cfg.lam,
+               cfg.lr, cfg.weight_decay, cfg.batch_size, cfg.epochs, cfg.censoring)
+        groups.setdefault(key, []).append(i)
+    results: list[TrainResult | None] = [None] * len(tasks)
+    n_threads = torch.get_num_threads()
+    with one_thread():
+        for members in groups.values():
+            for i, result in zip(members, _train_group([prepared[i] for i in members], n_threads)):
+                results[i] = result
+    return results  # type: ignore[return-value]
+
+
+@dataclass
+class _Prepared:
+    """A task's training data as the loop reads it: features, lengths, soft labels, censored flags."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    labels: torch.Tensor
+    censored: torch.Tensor | None
+
+
+def _prepare(task: HeadTask) -> tuple[HeadTask, SoftLabelHead, _Prepared]:
+    """Check a task, drop or keep its censored rows, and build its seeded head with its scaler fitted."""
+    cfg = task.config
     if cfg.censoring not in CENSORING:
         raise ValueError(f"censoring must be one of {CENSORING}, not {cfg.censoring!r}")
-    if cfg.censoring == "aware" and censored_train is None:
+    if cfg.censoring == "aware" and task.censored_train is None:
         raise ValueError('censoring="aware" needs the censored_train mask (which training runs hit the cap)')
-    x_train, y_train = x_train.float(), y_train.float()
-    cens = None if censored_train is None else torch.as_tensor(censored_train, dtype=torch.bool).reshape(-1)
+    x_train, y_train = task.x_train.float(), task.y_train.float()
+    cens = None if task.censored_train is None else torch.as_tensor(task.censored_train, dtype=torch.bool).reshape(-1)
     if cens is not None and cens.shape[0] != len(y_train):
         raise ValueError(f"censored_train has {cens.shape[0]} rows, y_train {len(y_train)}")
     if cens is not None and cfg.censoring == "drop":
@@ -115,21 +168,66 @@ def train_head(x_train: torch.Tensor, y_train: torch.Tensor, x_val: torch.Tensor
     torch.manual_seed(cfg.seed)
     head = SoftLabelHead(x_train.shape[1], fit_bins(cfg, y_train), cfg.hidden, cfg.dropout, cfg.architecture)
     head.fit_scaler(x_train, y_train)
-    has_val = x_val is not None and y_val is not None and len(x_val) > 0
-    val_score = _val_score(x_val, y_val, censored_val) if has_val else None
-    targets = y_train if cens is None else torch.stack([y_train, cens.float()], dim=1)
+    labels = soft_labels(head.bins.index(y_train), head.bins.k)
+    censored = cens if cens is not None and bool(cens.any()) else None
+    return task, head, _Prepared(x_train, y_train, labels, censored)
 
-    def loss(model: SoftLabelHead, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        if yb.ndim == 1:
-            return soft_label_loss(model, model(xb), yb, cfg.lam)
-        # the censored flag travels as y's second column through fit_minibatch's index slicing
-        return soft_label_loss(model, model(xb), yb[:, 0], cfg.lam, censored=yb[:, 1] > 0.5)
 
-    best_epoch, history = fit_minibatch(head, x_train, targets, loss, cfg, val_score, on_epoch)
-    for row in history:
-        if "val" in row:
-            row["val_mae"] = row.pop("val")
-    return TrainResult(head, best_epoch, history)
+def _train_group(prepared: list[tuple[HeadTask, SoftLabelHead, _Prepared]], n_threads: int) -> list[TrainResult]:
+    """The training loop of heads of one shape and optimisation (see :func:`train_heads`), on one thread but for
+    the batched products and the optimiser's step, which take ``n_threads`` (the caller's) with the same bits."""
+    tasks, heads, data = zip(*prepared)
+    cfg = tasks[0].config
+    stack = StackedHeads(heads, cfg.dropout, cfg.lr, cfg.weight_decay, [t.config.seed for t in tasks], n_threads)
+    scores = [_val_score(t.x_val, t.y_val, t.censored_val) if t.x_val is not None and t.y_val is not None
+              and len(t.x_val) > 0 else None for t in tasks]
+    orders = [torch.Generator().manual_seed(t.config.seed) for t in tasks]
+    best: list[tuple[float, int, dict | None]] = [(float("inf"), 0, None)] * len(tasks)
+    histories: list[list[dict]] = [[] for _ in tasks]
+    for epoch in range(1, cfg.epochs + 1):
+        batches = [_batches(torch.randperm(len(d.x), generator=g), cfg.batch_size) for d, g in zip(data, orders)]
+        losses: list[list[float]] = [[] for _ in tasks]
+        for position in range(max(len(b) for b in batches)):
+            by_size: dict[int, list[int]] = {}
+            for m, b in enumerate(batches):
+                if position < len(b):
+                    by_size.setdefault(len(b[position]), []).append(m)
+            for which in by_size.values():
+                rows = [batches[m][position] for m in which]
+                censored = None
+                if any(data[m].censored is not None for m in which):
+                    censored = torch.stack([torch.zeros(len(r), dtype=torch.bool) if data[m].censored is None
+                                            else data[m].censored[r] for m, r in zip(which, rows)])
+                loss, leaves = stack.loss(which, torch.stack([data[m].x[r] for m, r in zip(which, rows)]),
+                                          torch.stack([data[m].labels[r] for m, r in zip(which, rows)]),
+                                          torch.stack([data[m].y[r] for m, r in zip(which, rows)]), cfg.lam, censored)
+                loss.sum().backward()
+                stack.step(which, leaves)
+                for m, value in zip(which, loss.tolist()):
+                    losses[m].append(value)
+        for m, head in enumerate(heads):
+            head.eval()
+            row = {"epoch": epoch, "loss": float(np.mean(losses[m]))}
+            if scores[m] is not None:
+                with torch.no_grad():
+                    row["val_mae"] = float(scores[m](head))
+            histories[m].append(row)
+            score = row.get("val_mae", -epoch)
+            if score < best[m][0]:
+                best[m] = (score, epoch, {k: v.clone() for k, v in head.state_dict().items()})
+            if tasks[m].on_epoch:
+                tasks[m].on_epoch(epoch, cfg.epochs, row)
+    out = []
+    for head, (_, epoch, state), history in zip(heads, best, histories):
+        kept = copy.deepcopy(head)  # its own weights, no longer views of the stack
+        kept.load_state_dict(state)
+        out.append(TrainResult(kept.eval(), epoch, history))
+    return out
+
+
+def _batches(order: torch.Tensor, size: int) -> list[torch.Tensor]:
+    """An epoch's minibatches of ``order`` (a last one of under 2 rows skipped, as a lone training skips it)."""
+    return [order[i:i + size] for i in range(0, len(order), size) if len(order[i:i + size]) >= 2]
 
 
 def predict(head: SoftLabelHead, x: torch.Tensor) -> np.ndarray:

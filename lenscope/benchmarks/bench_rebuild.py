@@ -54,7 +54,7 @@ def _activity(label: str) -> str:
     """What a phase said it was doing, without counts and details: ``EGTP head (max pooling): fold 2/5, seed 1/3 ·
     training`` -> ``EGTP head (max pooling)``; ``training · loss 0.512`` -> ``training``."""
     head = re.sub(r"\d+/\d+", "", label_phase(label))
-    return re.split(r":\s*(?:fold|seed|done|started)\b", head)[0].strip(" :,") or "other"
+    return re.split(r":\s*(?:folds?|seeds?|done|started)\b", head)[0].strip(" :,") or "other"
 
 
 def _sample_step(store, target, dataset: str, fraction: float):

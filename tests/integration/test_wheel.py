@@ -2,8 +2,9 @@
 data bundled, the declared dependencies enough to install it without an index, the ``lenscope`` console command
 and the app's health check from a fresh virtual environment, outside the repository.
 
-The virtual environment sees this interpreter's site-packages (``--system-site-packages``), so the runtime
-dependencies are found there and nothing is downloaded; the wheel's own ``lenscope`` (not the checkout's editable
+The virtual environment sees this interpreter's site-packages (``--system-site-packages``, and a ``.pth`` naming them
+where this interpreter is a virtual environment itself), so the runtime dependencies are found there and nothing is
+downloaded; the wheel's own ``lenscope`` (not the checkout's editable
 install) is the one imported, which the test checks."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 import tomllib
 import urllib.request
@@ -117,8 +119,13 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], tmp_path)
     python, lenscope = venv / "bin" / "python", venv / "bin" / "lenscope"
-    _run([python, "-m", "pip", "install", "--no-index", wheel], tmp_path)
     site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path).strip())
+    # --system-site-packages reaches the base interpreter's packages only: where this interpreter is a venv itself
+    # (`make test PYTHON=.venv/bin/python`), a .pth names its site-packages too (as plain paths: the editable
+    # lenscope's own .pth there is not run)
+    (site / "_tests_interpreter.pth").write_text("\n".join(sorted({sysconfig.get_paths()[k] for k in
+                                                                   ("purelib", "platlib")})) + "\n")
+    _run([python, "-m", "pip", "install", "--no-index", wheel], tmp_path)
     # Every declared dependency was installed already: the wheel alone went into the venv.
     assert sorted(p.name for p in site.iterdir() if not p.name.startswith("_")) == [
         "lenscope", "lenscope-0.1.0.dist-info"]

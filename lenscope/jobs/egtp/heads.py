@@ -24,7 +24,7 @@ from lenscope.analysis.egtp.attribution import (
 )
 from lenscope.analysis.egtp.plp import EVAL_STEPS, plp_inputs, plp_steps, remaining_frame
 from lenscope.analysis.egtp.pooling import POOLINGS
-from lenscope.analysis.egtp.training import HeadConfig, load_head, predict, save_head, train_head
+from lenscope.analysis.egtp.training import HeadConfig, HeadTask, load_head, predict, save_head, train_head, train_heads
 from lenscope.analysis.papers import EGTP_ATTRIBUTION_R
 from lenscope.jobs.runs.datasets import dataset_runs, require_every_step
 from lenscope.jobs.runs.features import run_features
@@ -110,13 +110,12 @@ def _static_heads(store: Store, dataset: str, poolings: Sequence[str], layer: in
     masks = {s: torch.tensor((runs["split"] == s).to_numpy()) for s in ("train", "val", "test")}
     dataset_id = store.dataset_id(dataset)
     rows, test_predictions = [], {}
-    for pooling in poolings:
-        x = table.prompt_matrix(pooling)
-
-        def epoch_cb(epoch: int, total: int, row: dict, pooling=pooling) -> None:
-            on_progress(epoch, total, f"train {pooling}")
-
-        res = train_head(x[masks["train"]], y[masks["train"]], x[masks["val"]], y[masks["val"]], cfg, epoch_cb)
+    xs = {pooling: table.prompt_matrix(pooling) for pooling in poolings}
+    label = f"train {', '.join(poolings)}" + (" side by side" if len(poolings) > 1 else "")
+    results = train_heads([HeadTask(x[masks["train"]], y[masks["train"]], x[masks["val"]], y[masks["val"]], cfg,
+                                    (lambda e, n, row: on_progress(e, n, label)) if k == 0 else None)
+                           for k, x in enumerate(xs.values())])
+    for (pooling, x), res in zip(xs.items(), results):
         frame = runs[["run_id", "prompt_id", "split", "scenario"]].assign(step=0, predicted=predict(res.head, x),
                                                                          true=y.numpy())
         name = predictor_name(STATIC_KIND, dataset, layer, pooling)

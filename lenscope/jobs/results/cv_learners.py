@@ -24,7 +24,7 @@ from lenscope.analysis.drafter.probes import ProbeConfig, train_probe
 from lenscope.analysis.egtp.attention_head import predict_runs, train_attention_head
 from lenscope.analysis.egtp.plp import plp_inputs, plp_steps, training_steps
 from lenscope.analysis.egtp.pooling import POOLINGS
-from lenscope.analysis.egtp.training import HeadConfig, predict, train_head
+from lenscope.analysis.egtp.training import HeadConfig, HeadTask, predict, train_heads
 from lenscope.analysis.results.leaderboard import constant_predictions
 from lenscope.jobs.drafter.training import probe_samples
 from lenscope.jobs.egtp.heads import HEAD_VARIANTS
@@ -135,19 +135,25 @@ def median_constant() -> Learner:
 
 
 def static_head(inputs: StudyInputs, pooling: str, config: HeadConfig, option: str | None = None) -> Learner:
-    """An EGTP soft-label head on one pooling of the prompt (``config`` carries the head options)."""
-    def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
+    """An EGTP soft-label head on one pooling of the prompt (``config`` carries the head options); its folds and
+    seeds train side by side (:func:`lenscope.analysis.egtp.training.train_heads`)."""
+    def task(fold: Fold, on_progress: Progress) -> HeadTask:
         x, y = inputs.pooled[pooling], inputs.lengths
         aware = config.censoring == "aware"
         tr, va = (fold.mask(role, finished_only=not aware) for role in ("train", "val"))
         censored = torch.tensor(fold.runs["censored"].to_numpy(dtype=bool))
-        extra = {"censored_train": censored[tr], "censored_val": censored[va]} if aware else {}
-        res = train_head(x[tr], y[tr], x[va], y[va], replace(config, seed=fold.seed),
-                         lambda e, n, row: on_progress(e, n, "training"), **extra)
-        return _static_frame(fold.runs, fold.test, predict(res.head, x[fold.test]))
+        return HeadTask(x[tr], y[tr], x[va], y[va], replace(config, seed=fold.seed),
+                        lambda e, n, row: on_progress(e, n, "training"),
+                        censored[tr] if aware else None, censored[va] if aware else None)
 
-    return Learner(static_name(pooling, option), dynamic=False, fit_predict=fit,
-                   config={"pooling": pooling, "layer": inputs.layer, "head": asdict(config)}, seeds=5)
+    def fit_many(folds: Sequence[Fold], on_progress: Progress) -> list[pd.DataFrame]:
+        tasks = [task(fold, on_progress if k == 0 else no_progress) for k, fold in enumerate(folds)]
+        return [_static_frame(fold.runs, fold.test, predict(res.head, inputs.pooled[pooling][fold.test]))
+                for fold, res in zip(folds, train_heads(tasks))]
+
+    return Learner(static_name(pooling, option), dynamic=False, fit_predict=lambda f, p: fit_many([f], p)[0],
+                   config={"pooling": pooling, "layer": inputs.layer, "head": asdict(config)}, seeds=5,
+                   fit_predict_many=fit_many)
 
 
 def attention_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
@@ -165,7 +171,8 @@ def attention_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
 
 def plp_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
     """PLP on the EGTP-pooled prompt and the answer's prefix summary, trained on the :data:`TRAIN_STEPS` of the
-    training runs, validated and tested on steps 0..:data:`MAX_STEP`."""
+    training runs, validated and tested on steps 0..:data:`MAX_STEP`. A fold's seeds train side by side (one
+    fold's samples in memory at a time: about 125,000 rows of 1,153 features in the full study)."""
     def samples(rows: np.ndarray, train: bool) -> tuple[torch.Tensor, np.ndarray, np.ndarray, np.ndarray]:
         prompt, xs, steps, run_ids, remaining = inputs.pooled["egtp"], [], [], [], []
         for i in np.flatnonzero(rows):
@@ -177,17 +184,30 @@ def plp_learner(inputs: StudyInputs, config: HeadConfig) -> Learner:
             remaining.append(length - t)
         return torch.cat(xs), np.concatenate(steps), np.concatenate(run_ids), np.concatenate(remaining)
 
-    def fit(fold: Fold, on_progress: Progress) -> pd.DataFrame:
-        x_tr, _, _, y_tr = samples(fold.mask("train"), True)
-        x_va, _, _, y_va = samples(fold.mask("val"), False)
-        res = train_head(x_tr, torch.as_tensor(y_tr, dtype=torch.float32), x_va,
-                         torch.as_tensor(y_va, dtype=torch.float32), replace(config, seed=fold.seed),
-                         lambda e, n, row: on_progress(e, n, "training"))
-        x_te, t_te, r_te, _ = samples(fold.test, False)
-        return pd.DataFrame({"run_id": r_te, "step": t_te, "predicted": predict(res.head, x_te)})
+    def fit_fold(folds: Sequence[Fold], on_progress: Progress) -> list[pd.DataFrame]:
+        """The seeds of one fold, side by side."""
+        x_tr, _, _, y_tr = samples(folds[0].mask("train"), True)
+        x_va, _, _, y_va = samples(folds[0].mask("val"), False)
+        y_tr, y_va = torch.as_tensor(y_tr, dtype=torch.float32), torch.as_tensor(y_va, dtype=torch.float32)
+        results = train_heads([HeadTask(x_tr, y_tr, x_va, y_va, replace(config, seed=fold.seed),
+                                        (lambda e, n, row: on_progress(e, n, "training")) if k == 0 else None)
+                               for k, fold in enumerate(folds)])
+        x_te, t_te, r_te, _ = samples(folds[0].test, False)
+        return [pd.DataFrame({"run_id": r_te, "step": t_te, "predicted": predict(res.head, x_te)}) for res in results]
 
-    return Learner("PLP", dynamic=True, fit_predict=fit,
-                   config={"layer": inputs.layer, "head": asdict(config), "train_steps": TRAIN_STEPS})
+    def fit_many(folds: Sequence[Fold], on_progress: Progress) -> list[pd.DataFrame]:
+        by_fold: dict[int, list[int]] = {}
+        for k, fold in enumerate(folds):
+            by_fold.setdefault(fold.fold, []).append(k)
+        frames: list[pd.DataFrame | None] = [None] * len(folds)
+        for positions in by_fold.values():
+            for k, frame in zip(positions, fit_fold([folds[k] for k in positions], on_progress)):
+                frames[k] = frame
+        return frames  # type: ignore[return-value]
+
+    return Learner("PLP", dynamic=True, fit_predict=lambda f, p: fit_many([f], p)[0],
+                   config={"layer": inputs.layer, "head": asdict(config), "train_steps": TRAIN_STEPS},
+                   fit_predict_many=fit_many)
 
 
 def probe_learner(inputs: StudyInputs, epochs: int) -> Learner:

@@ -4,6 +4,7 @@ read back instead of retrained."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 
 from lenscope.analysis.core.splits import fold_of
+from lenscope.analysis.egtp.training import HeadConfig
 from lenscope.cli import main
 from lenscope.jobs.results import claims, crossval, cv_learners
 from lenscope.jobs.results.claims import CLAIMS_KIND, claims_markdown, claims_report, stored_claims_table
@@ -50,7 +52,7 @@ def test_claims_are_judged_out_of_fold_with_seeds(store, capsys):
         raise AssertionError("a stored fold was trained again")
 
     with pytest.MonkeyPatch.context() as monkey:
-        monkey.setattr(cv_learners, "train_head", no_training)
+        monkey.setattr(cv_learners, "train_heads", no_training)
         monkey.setattr(cv_learners, "train_probe", no_training)
         monkey.setattr(cv_learners, "train_attention_head", no_training)
         again = _report(store)  # every fold and seed is read back from the store
@@ -107,3 +109,25 @@ def test_censored_runs_with_features_of_their_first_answer_steps_give_the_same_c
     whole, cut = reports
     pd.testing.assert_frame_equal(whole.claims, cut.claims)  # every step it reads of a censored run is kept
     pd.testing.assert_frame_equal(whole.predictors, cut.predictors)
+
+
+@pytest.mark.parametrize("which", ["aware head", "PLP"])
+def test_folds_and_seeds_side_by_side_predict_as_one_at_a_time_and_are_stored_each(store, which):
+    synthetic_dataset(store, "syn", n=60, censored_every=6)
+    runs = cv_runs(store, "syn")
+    inputs = cv_learners.StudyInputs(store, runs, L, L)
+    head = HeadConfig(epochs=3)
+    learner = (cv_learners.static_head(inputs, "egtp", replace(head, censoring="aware"), cv_learners.CENSORING_AWARE)
+               if which == "aware head" else cv_learners.plp_learner(inputs, replace(head, batch_size=64)))
+    folds = [Fold(runs, fold, 3, seed) for fold in range(3) for seed in range(2)]
+    together = learner.fit_predict_many(folds, lambda *a: None)
+    for fold, frame in zip(folds, together):
+        pd.testing.assert_frame_equal(frame, learner.fit_predict(fold, lambda *a: None))
+    labels = []
+    frame = oof_predictions(store, "syn", learner, folds=3, seeds=2, runs=runs,
+                            on_progress=lambda d, t, label: labels.append(label))
+    assert "folds and seeds side by side (6/6) · training" in labels[-2]
+    assert len(store.results_frame(crossval.CV_KIND)) == 6  # one stored result per fold and seed
+    for fold, part in zip(folds, together):
+        kept = frame[(frame["fold"] == fold.fold) & (frame["seed"] == fold.seed)]
+        assert kept["predicted"].tolist() == part["predicted"].tolist()
