@@ -114,8 +114,8 @@ class StackedHeads:
 
     def step(self, which: list[int], leaves: dict[str, torch.Tensor]) -> None:
         """One AdamW step of heads ``which`` from the gradients on ``leaves``: torch's own AdamW (its multi-tensor
-        form, which equals the one-tensor form bit for bit) on each head's slices, so every head keeps its own step
-        count and each slice's update stays in the cache, where one pass over the whole stack would not."""
+        form, which equals the one-tensor form bit for bit) over each head's slices, each with its own step count,
+        so a head that sits out a minibatch (its epoch ended) does not count it."""
         full = len(which) == len(self.heads)
         slices: dict[str, list[torch.Tensor]] = {"params": [], "grads": [], "avg": [], "avg_sq": [], "steps": []}
         for g, m in enumerate(which):
