@@ -9,6 +9,9 @@ Runs that hit the token cap are censored (length >= cap). ``HeadConfig.censoring
 with them: ``drop`` leaves them out (the default), ``aware`` keeps them in the censoring-aware soft-label loss
 (:func:`lenscope.analysis.core.soft_label_head.soft_label_loss`). Given the validation rows' censored mask, early
 stopping scores the clipped MAE (:func:`lenscope.analysis.core.metrics.clipped_mae`) over all of them.
+
+:func:`train_heads` trains several heads side by side (the cross-validation's folds and seeds), each bit for bit
+as :func:`train_head` trains it alone.
 """
 
 from __future__ import annotations
