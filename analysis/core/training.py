@@ -43,6 +43,25 @@ def one_thread() -> contextlib.AbstractContextManager[None]:
     return threads(1)
 
 
+def minibatches(order: torch.Tensor, size: int) -> list[torch.Tensor]:
+    """An epoch's minibatches of the shuffled row ``order``, a last one of under 2 rows skipped."""
+    return [order[i:i + size] for i in range(0, len(order), size) if len(order[i:i + size]) >= 2]
+
+
+class BestEpoch:
+    """Early stopping's record: the epoch with the lowest validation score so far (the latest, without validation)
+    and the model's state at its end."""
+
+    def __init__(self) -> None:
+        self.score, self.epoch, self.state = float("inf"), 0, None
+
+    def offer(self, model: nn.Module, epoch: int, score: float | None) -> None:
+        """Keep ``model``'s state if ``epoch`` scores lower than the kept one (``score`` None: always)."""
+        score = -epoch if score is None else score
+        if score < self.score:
+            self.score, self.epoch, self.state = score, epoch, {k: v.clone() for k, v in model.state_dict().items()}
+
+
 def fit_minibatch(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: BatchLoss, config: TrainingConfig,
                   val_score: Callable[[nn.Module], float] | None = None,
                   on_epoch: Callable[[int, int, dict], None] | None = None) -> tuple[int, list[dict]]:
@@ -61,15 +80,11 @@ def _fit(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: BatchLoss,
     torch.manual_seed(config.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     gen = torch.Generator().manual_seed(config.seed)
-    best: tuple[float, int, dict | None] = (float("inf"), 0, None)
-    history = []
+    best, history = BestEpoch(), []
     for epoch in range(1, config.epochs + 1):
         model.train()
-        order, losses = torch.randperm(len(x), generator=gen), []
-        for begin in range(0, len(order), config.batch_size):
-            idx = order[begin:begin + config.batch_size]
-            if len(idx) < 2:
-                continue
+        losses = []
+        for idx in minibatches(torch.randperm(len(x), generator=gen), config.batch_size):
             loss = loss_fn(model, x[idx], y[idx])
             opt.zero_grad()
             loss.backward()
@@ -81,11 +96,9 @@ def _fit(model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: BatchLoss,
             with torch.no_grad():
                 row["val"] = float(val_score(model))
         history.append(row)
-        score = row.get("val", -epoch)
-        if score < best[0]:
-            best = (score, epoch, {k: v.clone() for k, v in model.state_dict().items()})
+        best.offer(model, epoch, row.get("val"))
         if on_epoch:
             on_epoch(epoch, config.epochs, row)
-    model.load_state_dict(best[2])
+    model.load_state_dict(best.state)
     model.eval()
-    return best[1], history
+    return best.epoch, history

@@ -69,10 +69,11 @@ class StackedHeads:
         self._buffers = {name: torch.stack([getattr(h, name) for h in self.heads])
                          for name in ("feat_mean", "feat_std", "centers", "length_scale")}
 
-    def loss(self, which: list[int], x: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor,
-             lam: float, censored: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def loss(self, which: list[int], x: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor, lam: float,
+             censoring: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Per head (``which``, positions) the soft-label loss of its minibatch (x [G, B, D], soft labels [G, B, K],
-        lengths [G, B], censored [G, B] or None), and the leaf parameters whose gradients it sends back."""
+        lengths [G, B]; ``censoring``: the rows' length bins and censored flags [G, B], or None), and the leaf
+        parameters whose gradients it sends back."""
         full = len(which) == len(self.heads)
         leaves = {name: (p if full else p[which]).detach().requires_grad_() for name, p in self.params.items()}
         buf = {name: b if full else b[which] for name, b in self._buffers.items()}
@@ -82,8 +83,8 @@ class StackedHeads:
         probs = torch.softmax(logits, dim=-1)
         expected = torch.stack([probs[g] @ buf["centers"][g] for g in range(len(which))])
         err = torch.stack([(expected[g] - lengths[g]) / buf["length_scale"][g] for g in range(len(which))])
-        if censored is not None:  # the censoring-aware loss of soft_label_loss
-            index = torch.stack([self.heads[m].bins.index(lengths[g]) for g, m in enumerate(which)])
+        if censoring is not None:  # the censoring-aware loss of soft_label_loss
+            index, censored = censoring
             tail = torch.arange(log_p.shape[-1])[None, None, :] >= index[:, :, None]
             censored_ce = -torch.logsumexp(log_p.masked_fill(~tail, float("-inf")), dim=-1)
             ce = torch.where(censored, censored_ce, ce)

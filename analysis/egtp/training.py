@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 
 from lenscope.analysis.core.metrics import clipped_mae
 from lenscope.analysis.core.soft_label_head import BINNINGS, LengthBins, SoftLabelHead, soft_labels
-from lenscope.analysis.core.training import one_thread
+from lenscope.analysis.core.training import BestEpoch, minibatches, one_thread
 from lenscope.analysis.egtp.stacked_heads import StackedHeads
 
 
@@ -145,10 +145,11 @@ def train_heads(tasks: Sequence[HeadTask]) -> list[TrainResult]:
 
 @dataclass
 class _Prepared:
-    """A task's training data as the loop reads it: features, lengths, soft labels, censored flags."""
+    """A task's training data as the loop reads it: features, lengths, length bins, soft labels, censored flags."""
 
     x: torch.Tensor
     y: torch.Tensor
+    bins: torch.Tensor  # each row's length bin
     labels: torch.Tensor
     censored: torch.Tensor | None
 
@@ -171,9 +172,9 @@ def _prepare(task: HeadTask) -> tuple[HeadTask, SoftLabelHead, _Prepared]:
     torch.manual_seed(cfg.seed)
     head = SoftLabelHead(x_train.shape[1], fit_bins(cfg, y_train), cfg.hidden, cfg.dropout, cfg.architecture)
     head.fit_scaler(x_train, y_train)
-    labels = soft_labels(head.bins.index(y_train), head.bins.k)
+    bins = head.bins.index(y_train)
     censored = cens if cens is not None and bool(cens.any()) else None
-    return task, head, _Prepared(x_train, y_train, labels, censored)
+    return task, head, _Prepared(x_train, y_train, bins, soft_labels(bins, head.bins.k), censored)
 
 
 def _train_group(prepared: list[tuple[HeadTask, SoftLabelHead, _Prepared]], n_threads: int) -> list[TrainResult]:
@@ -185,10 +186,10 @@ def _train_group(prepared: list[tuple[HeadTask, SoftLabelHead, _Prepared]], n_th
     scores = [_val_score(t.x_val, t.y_val, t.censored_val) if t.x_val is not None and t.y_val is not None
               and len(t.x_val) > 0 else None for t in tasks]
     orders = [torch.Generator().manual_seed(t.config.seed) for t in tasks]
-    best: list[tuple[float, int, dict | None]] = [(float("inf"), 0, None)] * len(tasks)
+    best = [BestEpoch() for _ in tasks]
     histories: list[list[dict]] = [[] for _ in tasks]
     for epoch in range(1, cfg.epochs + 1):
-        batches = [_batches(torch.randperm(len(d.x), generator=g), cfg.batch_size) for d, g in zip(data, orders)]
+        batches = [minibatches(torch.randperm(len(d.x), generator=g), cfg.batch_size) for d, g in zip(data, orders)]
         losses: list[list[float]] = [[] for _ in tasks]
         for position in range(max(len(b) for b in batches)):
             by_size: dict[int, list[int]] = {}
@@ -196,14 +197,13 @@ def _train_group(prepared: list[tuple[HeadTask, SoftLabelHead, _Prepared]], n_th
                 if position < len(b):
                     by_size.setdefault(len(b[position]), []).append(m)
             for which in by_size.values():
-                rows = [batches[m][position] for m in which]
+                rows = [(data[m], batches[m][position]) for m in which]
                 censored = None
                 if any(data[m].censored is not None for m in which):
-                    censored = torch.stack([torch.zeros(len(r), dtype=torch.bool) if data[m].censored is None
-                                            else data[m].censored[r] for m, r in zip(which, rows)])
-                loss, leaves = stack.loss(which, torch.stack([data[m].x[r] for m, r in zip(which, rows)]),
-                                          torch.stack([data[m].labels[r] for m, r in zip(which, rows)]),
-                                          torch.stack([data[m].y[r] for m, r in zip(which, rows)]), cfg.lam, censored)
+                    censored = torch.stack([torch.zeros(len(r), dtype=torch.bool) if d.censored is None
+                                            else d.censored[r] for d, r in rows])
+                loss, leaves = stack.loss(which, _stacked(rows, "x"), _stacked(rows, "labels"), _stacked(rows, "y"),
+                                          cfg.lam, None if censored is None else (_stacked(rows, "bins"), censored))
                 loss.sum().backward()
                 stack.step(which, leaves)
                 for m, value in zip(which, loss.tolist()):
@@ -215,22 +215,20 @@ def _train_group(prepared: list[tuple[HeadTask, SoftLabelHead, _Prepared]], n_th
                 with torch.no_grad():
                     row["val_mae"] = float(scores[m](head))
             histories[m].append(row)
-            score = row.get("val_mae", -epoch)
-            if score < best[m][0]:
-                best[m] = (score, epoch, {k: v.clone() for k, v in head.state_dict().items()})
+            best[m].offer(head, epoch, row.get("val_mae"))
             if tasks[m].on_epoch:
                 tasks[m].on_epoch(epoch, cfg.epochs, row)
     out = []
-    for head, (_, epoch, state), history in zip(heads, best, histories):
+    for head, kept_epoch, history in zip(heads, best, histories):
         kept = copy.deepcopy(head)  # its own weights, no longer views of the stack
-        kept.load_state_dict(state)
-        out.append(TrainResult(kept.eval(), epoch, history))
+        kept.load_state_dict(kept_epoch.state)
+        out.append(TrainResult(kept.eval(), kept_epoch.epoch, history))
     return out
 
 
-def _batches(order: torch.Tensor, size: int) -> list[torch.Tensor]:
-    """An epoch's minibatches of ``order`` (a last one of under 2 rows skipped, as a lone training skips it)."""
-    return [order[i:i + size] for i in range(0, len(order), size) if len(order[i:i + size]) >= 2]
+def _stacked(rows: list[tuple[_Prepared, torch.Tensor]], field: str) -> torch.Tensor:
+    """One field of several heads' minibatches, [heads, rows, ...]."""
+    return torch.stack([getattr(data, field)[r] for data, r in rows])
 
 
 def predict(head: SoftLabelHead, x: torch.Tensor) -> np.ndarray:
