@@ -26,6 +26,8 @@ from pathlib import Path
 
 from huggingface_hub.constants import HF_HUB_CACHE
 
+from lenscope.store.names import DATASET_NAME_RULE, shown
+
 _PACKAGE = Path(__file__).resolve().parent  # cache/ in a checkout, <site-packages>/lenscope/store installed
 #: A repository checkout (also an editable install, whose modules are the checkout's files) or an installed wheel.
 CHECKOUT = _PACKAGE.name == "cache" and (_PACKAGE.parent / "pyproject.toml").is_file()
@@ -119,6 +121,19 @@ class Settings:
     @property
     def artifact_dir(self) -> Path:
         return self.data_dir / "artifacts"
+
+    def artifact_path(self, group: str, name: str, suffix: str = "") -> Path:
+        """Where the trained artifact ``name`` of ``group`` (egtp, drafters, probes, baselines) is kept: the one
+        builder of such paths. ``name`` (a predictor name, ``:`` written as ``-``) becomes one file or folder name;
+        the path is resolved and refused unless it lies inside the artifact folder of the data dir."""
+        root = self.artifact_dir.resolve()
+        leaf = name.replace(":", "-") + suffix
+        path = (root / group / leaf).resolve()
+        if Path(leaf).name != leaf or leaf in (".", "..") or path.parent != (root / group).resolve() \
+                or not path.is_relative_to(root):
+            raise ValueError(f"artifact name {shown(name)} would be written outside the data folder {root}; "
+                             f"a dataset name is {DATASET_NAME_RULE}")
+        return path
 
 
 def _positive(name: str, default: float, kind: type[int] | type[float] = float) -> float:

@@ -122,9 +122,19 @@ def output_file(text: str) -> Path:
     return path
 
 
+def dataset_arg(text: str) -> str:
+    """argparse type of every ``--dataset``: a valid dataset name (:func:`lenscope.store.names.dataset_name`)."""
+    from lenscope.store.names import dataset_name
+
+    try:
+        return dataset_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_dataset_arg(parser: argparse.ArgumentParser, help: str = "dataset name") -> None:
     """``--dataset``, by default the one every page opens on (the full study, else the starter study)."""
-    parser.add_argument("--dataset", default=None, help=f"{help} (default: study, else starter)")
+    parser.add_argument("--dataset", type=dataset_arg, default=None, help=f"{help} (default: study, else starter)")
     parser.set_defaults(resolve_dataset=True)
 
 

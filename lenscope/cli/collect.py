@@ -13,6 +13,7 @@ from lenscope.cli._common import (
     PhaseBars,
     add_model_args,
     add_ray_args,
+    dataset_arg,
     load_target,
     number,
     output_file,
@@ -60,7 +61,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("collect", help="generate answers for sampled prompts and store true lengths")
     add_model_args(p)
     p.add_argument("--n", type=positive_int, default=200, help="number of prompts")
-    p.add_argument("--dataset", default=None,
+    p.add_argument("--dataset", type=dataset_arg, default=None,
                    help=f"dataset to store the runs in (default: {DEFAULT_DATASET!r}, and the command says so before "
                         "it starts and where it wrote when it ends)")
     p.add_argument("--sources", type=_parse_sources, default=None,
@@ -96,14 +97,14 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
     e = subparsers.add_parser("export-generations", help="write a dataset's generations (token ids, no features) "
                               "to a .jsonl.gz file")
-    e.add_argument("--dataset", required=True, help="store dataset to export")
+    e.add_argument("--dataset", type=dataset_arg, required=True, help="store dataset to export")
     e.add_argument("--out", type=output_file, required=True, help="file to write (.jsonl.gz)")
     e.set_defaults(func=export)
     i = subparsers.add_parser("import-generations", help="store generations from a .jsonl.gz file, features "
                               "recomputed by one teacher-forced pass (a collection continued afterwards skips them)")
     add_model_args(i)
     i.add_argument("path", type=Path, help="generations file (.jsonl.gz, from export-generations)")
-    i.add_argument("--dataset", required=True, help="dataset to store the runs in")
+    i.add_argument("--dataset", type=dataset_arg, required=True, help="dataset to store the runs in")
     i.add_argument("--finished-only", action="store_true",
                    help="leave out the runs that hit the token cap (predictors train on finished runs only; "
                         "import again without it to add them)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.cli._common import add_output_args, shows_text, write_data
+from lenscope.cli._common import add_output_args, dataset_arg, shows_text, write_data
 
 
 def register(subparsers) -> None:
@@ -16,7 +16,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("predictors", help="list the store's trained predictors: id, name, kind, dataset, "
                                                  "model and headline metrics (static MAE with its 95%% CI, dynamic "
                                                  "MAE, Kendall tau)")
-    p.add_argument("--dataset", default=None, help="only the predictors trained on this dataset (default: all)")
+    p.add_argument("--dataset", type=dataset_arg, default=None,
+                   help="only the predictors trained on this dataset (default: all)")
     p.add_argument("--kind", default=None, help="only predictors of this kind, e.g. static, plp, probe, drafter, "
                                                 "baseline (default: all)")
     add_output_args(p, "one row per predictor")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lenscope.cli._common import PhaseBars, add_model_args, load_target, output_file
+from lenscope.cli._common import PhaseBars, add_model_args, dataset_arg, load_target, output_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "with one prompt a line")
     p.add_argument("--predictor", default="egtp",
                    help=f"one or more of {', '.join(CATALOG)}, comma-separated, or 'all' (default: egtp)")
-    p.add_argument("--dataset", default=None,
+    p.add_argument("--dataset", type=dataset_arg, default=None,
                    help="use the predictors trained on this store dataset instead of the shipped ones")
     p.add_argument("--out", type=output_file, default=None, help="CSV to write (default: print to the terminal)")
     add_model_args(p)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lenscope.cli._common import output_file
+from lenscope.cli._common import dataset_arg, output_file
 
 
 def register(subparsers) -> None:
@@ -13,7 +13,7 @@ def register(subparsers) -> None:
         "export-runs", help="write a dataset's runs (prompt and answer text, token lengths, finished, scenario, "
         "group, fold, train/val/test split) to a .parquet, .csv or .jsonl file; with no such dataset in the store, "
         "study is read from the shipped generations file")
-    p.add_argument("--dataset", default=None,
+    p.add_argument("--dataset", type=dataset_arg, default=None,
                    help="store dataset (default: study, else starter, else the store's first; study falls back to the "
                         "shipped generations file when the store has no runs in it)")
     p.add_argument("--generations", type=Path, default=None, metavar="FILE",

@@ -23,6 +23,7 @@ from lenscope.cli._common import (
     PhaseBars,
     add_output_args,
     add_ray_args,
+    dataset_arg,
     number,
     numbers,
     output_file,
@@ -97,7 +98,8 @@ def add_trace_args(p: argparse.ArgumentParser) -> None:
     src.add_argument("--trace", type=Path, help="trace file: CSV (Azure 2023/2024, BurstGPT, LLMServingSim, Vidur, "
                      "arrival,prompt_tokens,output_tokens), Mooncake JSON lines, or a vLLM / SGLang benchmark result "
                      "(JSON / JSON lines with input_lens, output_lens); others with --columns")
-    src.add_argument("--dataset", help="use the app's runs of this dataset (needs --qps; censored runs left out)")
+    src.add_argument("--dataset", type=dataset_arg,
+                     help="use the app's runs of this dataset (needs --qps; censored runs left out)")
     p.add_argument("--columns", help="read --trace (CSV or JSON lines) through this column mapping: "
                    "arrival=COL,prompt=COL,output=COL[,hash_ids=COL][,predicted=COL]")
     p.add_argument("--time-unit", choices=list(TIME_UNITS),

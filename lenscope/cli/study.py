@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from lenscope.cli._common import PhaseBars, add_model_args, add_ray_args, load_target, ray_options
+from lenscope.cli._common import PhaseBars, add_model_args, add_ray_args, dataset_arg, load_target, ray_options
 
 
 def _interrupt(signum, frame) -> None:
@@ -20,7 +20,8 @@ def register(subparsers) -> None:
     p.add_argument("--size", choices=list(SIZES), default="starter",
                    help="starter: a first look (minutes on 2 CPU cores); full: the >= 2,000-run study whose "
                         "generations ship in data/generations/ (imported first); tiny: for tests")
-    p.add_argument("--dataset", default=None, help="dataset name (default: study for full, else the size's name)")
+    p.add_argument("--dataset", type=dataset_arg, default=None,
+                   help="dataset name (default: study for full, else the size's name)")
     p.add_argument("--train-only", action="store_true",
                    help="skip importing and collecting: train, attribute and judge on the runs stored now")
     add_ray_args(p, "collect")

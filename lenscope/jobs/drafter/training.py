@@ -121,7 +121,7 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
                "history": history,
                "train_runs": len(train), "runs": len(examples)}
     name = drafter_name(dataset, variant)
-    path = drafter.save(get_settings().artifact_dir / "drafters" / name.replace(":", "-"))
+    path = drafter.save(get_settings().artifact_path("drafters", name))
     config = {"dataset": dataset, "variant": variant, "epochs": epochs, "lr": lr, "max_step": max_step,
               "seed": seed, "topk": TOPK, "draft_steps": DRAFT_STEPS, "length_window": LENGTH_WINDOW,
               "bf16_autocast": bf16_native(target.device),
@@ -202,7 +202,7 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int | Sequence[in
                "train_samples": len(x), "best_epoch": probe.best_epoch, "history": probe.history,
                "val_mae": min((h["val"] for h in probe.history if "val" in h), default=None)}
     name = probe_name(dataset, layers, mode, view)
-    path = probe.save(get_settings().artifact_dir / "probes" / name.replace(":", "-"))
+    path = probe.save(get_settings().artifact_path("probes", name))
     pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layers[-1], "layers": layers,
                                                "view": view, "mode": mode, "epochs": epochs, "max_step": max_step,
                                                "seed": seed, "include_censored": include_censored,

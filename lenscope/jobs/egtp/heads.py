@@ -74,7 +74,7 @@ def predictor_name(kind: str, dataset: str, layer: int, pooling: str = "egtp") -
 
 
 def _artifact(name: str):
-    return get_settings().artifact_dir / "egtp" / f"{name}.safetensors"
+    return get_settings().artifact_path("egtp", name, ".safetensors")
 
 
 def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS, layer: int = DEFAULT_LAYER,

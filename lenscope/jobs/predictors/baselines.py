@@ -237,7 +237,7 @@ def train_baseline(store: Store, dataset: str, baseline: str, target: TargetMode
     cfg = config or BaselineConfig()
     data = data or BaselineData.load(store, dataset)
     name = baseline_name(baseline, dataset)
-    out = get_settings().artifact_dir / "baselines" / name.replace(":", "-")
+    out = get_settings().artifact_path("baselines", name)
     x = baseline_inputs(store, baseline, data.runs, cfg, target, on_progress)
     fitted = FITTERS[baseline](x, data, cfg, out, on_progress)
     if baseline == "pia":
