@@ -20,6 +20,7 @@ from lenscope.jobs.runs.datasets import preferred_dataset
 from lenscope.jobs.runs.generate import GenerationSettings
 from lenscope.jobs.study.results import StoreResults
 from lenscope.jobs.study.shipped import shipped_for
+from lenscope.store.names import dataset_problem
 
 
 def home() -> None:
@@ -34,12 +35,11 @@ def home() -> None:
         "with probes on the target's hidden states, and length-aware scheduling in disaggregated serving."
     )
 
-    target = model_picker()
     store = get_store()
     datasets = store.datasets_frame()
     predictors = store.predictors_frame()
 
-    shipped = shipped_for(store)
+    shipped = shipped_for(store)  # the shipped tour needs no model: it is on screen while the model loads below
     if shipped is not None:
         st.subheader(f"Guided tour: the {shipped.manifest['runs']:,}-run study (shipped results)")
         st.info(shipped.label)
@@ -47,6 +47,7 @@ def home() -> None:
         with st.expander("The papers' claims, judged on the study", expanded=True):
             claims_section(shipped)
         report_button(shipped, key="report_shipped")
+    target = model_picker()
 
     left, right = st.columns(2)
     with left:
@@ -80,9 +81,13 @@ def home() -> None:
             humaneval = c3.slider("HumanEval share", 0.0, 1.0, 0.25, key="collect_humaneval")
             max_new = int(c4.number_input("Max new tokens", min_value=1, max_value=4096, value=1024,
                                           key="collect_max_new"))
-            if st.button("Collect", key="collect_button"):
+            name = name.strip() or "mine"
+            problem = dataset_problem(name)
+            if problem:
+                st.error(problem)
+            elif st.button("Collect", key="collect_button"):
                 report = run_job(lambda on_progress: collect_sample(
-                    store, target, name.strip() or "mine", n, {"sharegpt": 1 - humaneval, "humaneval": humaneval},
+                    store, target, name, n, {"sharegpt": 1 - humaneval, "humaneval": humaneval},
                     GenerationSettings(max_new_tokens=max_new), on_progress=on_progress), start="Loading prompts...")
                 if report is not None:
                     st.success(f"{len(report.run_ids)} runs in {name!r}: {report.generated} generated "

@@ -21,10 +21,18 @@ def shown(text: str) -> str:
     return repr(text) if len(text) <= _SHOWN else f"{text[:_SHOWN]!r}... ({len(text):,} characters)"
 
 
+def dataset_problem(name: str) -> str | None:
+    """Why ``name`` is not a dataset name (one line), or None when it is one."""
+    if len(name) > MAX_DATASET_NAME or not DATASET_NAME.fullmatch(name):
+        return f"dataset name {shown(name)} is not allowed: a dataset name is {DATASET_NAME_RULE}"
+    return None
+
+
 def dataset_name(name: object) -> str:
-    """``name`` when it is a valid dataset name; ValueError saying the rule otherwise."""
+    """``name`` when it is a valid dataset name; TypeError for a non-string, ValueError saying the rule otherwise."""
     if not isinstance(name, str):
         raise TypeError(f"a dataset name is a str, not {type(name).__name__}")
-    if len(name) > MAX_DATASET_NAME or not DATASET_NAME.fullmatch(name):
-        raise ValueError(f"dataset name {shown(name)} is not allowed: a dataset name is {DATASET_NAME_RULE}")
+    problem = dataset_problem(name)
+    if problem:
+        raise ValueError(problem)
     return name

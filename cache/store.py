@@ -29,6 +29,7 @@ from lenscope.store.errors import (
     store_location,
 )
 from lenscope.store.migrations import migrate
+from lenscope.store.names import dataset_name
 from lenscope.store.records import GenerationShape, ModelShape, RunFeatures
 from lenscope.store.schema import (
     Dataset,
@@ -456,7 +457,9 @@ class Store:
         :class:`~lenscope.store.records.ModelShape`, or the id of its row) in, created on first use; its config is kept
         from creation. A dataset holds the runs of one model: one of another model raises
         :class:`lenscope.store.errors.DatasetModelError` naming both, before anything is written (a target's model row
-        included), as does a read-only store."""
+        included), as does a read-only store, and a name that is no dataset name
+        (:func:`lenscope.store.names.dataset_name`)."""
+        dataset_name(name)
         self.check_dataset(name, model)
         model_id = model if isinstance(model, int) else self.ensure_model(model)
         return self._get_or_create(Dataset, Dataset.name == name,

@@ -1,39 +1,50 @@
-"""Tests read nothing outside the repository: a user's clone has no ``../shared`` (or anything else) beside it.
+"""Tests read nothing that a user's clone lacks: ``../shared`` and any checkout beside the repository.
 
-An audit hook (:func:`sys.addaudithook`) sees every file the test process opens or lists; a path in the
-repository's parent folder but outside the repository (``../shared/traces/x.csv``, a sibling checkout) is
-recorded, and the autouse fixture in ``conftest.py`` fails the test that touched it. Paths elsewhere (the
-temporary folders, site-packages, the Hugging Face cache) are not the repository's neighbours and are allowed.
-Subprocesses (the CLI, the streamlit server) are covered by ``.ci/run``, which runs the suite in a clone with
-nothing beside it.
+An audit hook (:func:`sys.addaudithook`) sees every file the test process opens or lists; a path inside
+``../shared`` (``../shared/traces/x.csv``) or inside a sibling checkout (a folder beside the repository holding a
+``.git``: another copy of lenscope, a frozen worktree) is recorded, and the autouse fixture in ``conftest.py`` fails
+the test that touched it. Everything else is allowed, wherever the clone sits: beside a clone in /tmp lie pytest's
+temporary folders (``/tmp/pytest-of-USER``), beside one in the home folder the model cache (``~/.cache``).
+Subprocesses (the CLI, the streamlit server) are covered by ``.ci/run``, which runs the suite in a clone made
+directly under /tmp, with nothing of the project beside it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = {"open", "os.listdir", "os.scandir"}
+SHARED = "shared"  # the workplace's folder beside the checkout, which no user's clone has
 
 touched: list[str] = []
 _installed = False
 
 
-def outside_repository(path: str | os.PathLike, repo: Path = REPO) -> bool:
-    """Whether ``path`` (relative to the working directory) lies beside the repository rather than in it."""
+@cache
+def _checkout(folder: str) -> bool:
+    """Whether ``folder`` is a git checkout (a ``.git`` folder, or a worktree's ``.git`` file)."""
+    return os.path.lexists(os.path.join(folder, ".git"))
+
+
+def neighbour(path: str | os.PathLike, repo: Path = REPO) -> bool:
+    """Whether ``path`` (relative to the working directory) lies in ``repo``'s ``../shared`` or in a checkout
+    beside ``repo``: what a test must not read."""
     resolved = os.path.realpath(os.fspath(path))
     parent, root = str(repo.parent), str(repo)
-    beside = resolved == parent or resolved.startswith(parent + os.sep)
-    inside = resolved == root or resolved.startswith(root + os.sep)
-    return beside and not inside
+    if resolved == root or resolved.startswith(root + os.sep) or not resolved.startswith(parent + os.sep):
+        return False
+    first = resolved[len(parent) + 1:].split(os.sep, 1)[0]
+    return first == SHARED or _checkout(os.path.join(parent, first))
 
 
 def _hook(event: str, args: tuple) -> None:
     if event in EVENTS and args and isinstance(args[0], str | bytes | os.PathLike):
         path = os.fsdecode(args[0])
-        if outside_repository(path):
+        if neighbour(path):
             touched.append(path)
 
 

@@ -182,3 +182,25 @@ def test_a_changed_or_missing_results_file_is_refused_with_how_to_restore_it(tmp
     with pytest.raises(ValueError, match="the shipped study's results lacks preset.json; restore it with"):
         study.preset()
     assert study.absent("PLP curve").endswith("rebuild it with `python -m lenscope study --size full`.")
+
+
+def test_home_shows_the_shipped_tour_before_the_model_loads(data_dir, monkeypatch):
+    """The tour needs no model: it is drawn first, and the model (about 40 s on a first run) loads afterwards."""
+    import lenscope.app.study as study_widgets
+
+    order: list[str] = []
+    tour_cards = study_widgets.guided_tour
+
+    def tour(*args, **kwargs):
+        order.append("tour")
+        return tour_cards(*args, **kwargs)
+
+    def model(*args, **kwargs):
+        order.append("model")
+        raise ValueError("no model in this test")
+
+    monkeypatch.setattr("lenscope.app.study.guided_tour", tour)
+    monkeypatch.setattr("lenscope.app.widgets.get_target", model)
+    at = open_page("app.py").run()
+    assert not at.exception
+    assert order == ["tour", "model"]

@@ -1,4 +1,4 @@
-"""The guard that keeps the suite inside the repository (a user's clone has no ../shared beside it)."""
+"""The guard that keeps the suite off ../shared and sibling checkouts, wherever the clone sits."""
 
 from __future__ import annotations
 
@@ -7,23 +7,53 @@ import os
 import pytest
 
 from tests import repository_boundary
-from tests.repository_boundary import REPO, outside_repository
+from tests.repository_boundary import REPO, neighbour
 
 
-def test_paths_beside_the_repository_are_outside_and_its_own_are_not(tmp_path):
-    assert outside_repository(REPO.parent / "shared" / "traces" / "splitwise_perf_model.csv")
-    assert outside_repository(REPO.parent)
-    assert outside_repository(os.path.join(REPO, "..", "shared"))
-    assert not outside_repository(REPO / "data" / "traces" / "splitwise_perf_model.csv")
-    assert not outside_repository(REPO)
-    assert not outside_repository(tmp_path / "x.csv")
-    sibling = REPO.parent / (REPO.name + "-other")  # shares the repository's name as a prefix, still outside
-    assert outside_repository(sibling / "f.txt")
+def test_shared_and_sibling_checkouts_are_neighbours_and_the_repository_is_not(tmp_path):
+    assert neighbour(REPO.parent / "shared" / "traces" / "splitwise_perf_model.csv")
+    assert neighbour(os.path.join(REPO, "..", "shared"))
+    assert not neighbour(REPO / "data" / "traces" / "splitwise_perf_model.csv")
+    assert not neighbour(REPO)
+    assert not neighbour(tmp_path / "x.csv")
 
 
-def test_an_open_beside_the_repository_is_recorded():
+def _clone_in(folder, name: str = "lenscope"):
+    """An empty stand-in of a clone named ``name`` inside ``folder`` (the guard reads only paths)."""
+    repo = folder / name
+    (repo / ".git").mkdir(parents=True)
+    return repo
+
+
+def test_a_clone_in_tmp_may_use_pytest_s_folders_beside_it(tmp_path):
+    """Cloned into /tmp, pytest's tmp_path (/tmp/pytest-of-USER/...) lies beside the clone: allowed."""
+    repo = _clone_in(tmp_path)
+    (tmp_path / "pytest-of-root" / "pytest-3").mkdir(parents=True)
+    assert not neighbour(tmp_path / "pytest-of-root" / "pytest-3" / "test_x0" / "data.csv", repo)
+    assert not neighbour(tmp_path, repo)  # the parent itself (mkdtemp, gettempdir) is no neighbour's content
+
+
+def test_a_clone_in_the_home_folder_may_use_the_model_cache_beside_it(tmp_path):
+    """Cloned into ~, the model copy in ~/.cache/lenscope/gguf lies beside the clone: allowed."""
+    repo = _clone_in(tmp_path)
+    assert not neighbour(tmp_path / ".cache" / "lenscope" / "gguf" / "smollm2" / "model.safetensors", repo)
+    assert not neighbour(tmp_path / ".local" / "share" / "lenscope" / "lenscope.db", repo)
+
+
+def test_shared_and_a_sibling_checkout_are_refused_wherever_the_clone_sits(tmp_path):
+    repo = _clone_in(tmp_path)
+    other = _clone_in(tmp_path, "lenscope-other")  # shares the repository's name as a prefix
+    assert neighbour(tmp_path / "shared" / "traces" / "x.csv", repo)
+    assert neighbour(other / "data" / "f.txt", repo)
+    (tmp_path / "frozen").mkdir()
+    (tmp_path / "frozen" / ".git").write_text("gitdir: /elsewhere\n")
+    assert neighbour(tmp_path / "frozen" / "cache" / "x.py", repo)
+    assert not neighbour(repo / "data" / "x.csv", repo)
+
+
+def test_an_open_in_shared_is_recorded():
     start = len(repository_boundary.touched)
-    missing = REPO.parent / "lenscope-boundary-probe-does-not-exist.csv"
+    missing = REPO.parent / "shared" / "lenscope-boundary-probe-does-not-exist.csv"
     with pytest.raises(FileNotFoundError):
         open(missing)
     recorded = repository_boundary.touched[start:]

@@ -99,6 +99,7 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
     """Train one drafter variant on the train split of ``dataset`` on the target's device (training-time test
     over ``ttt_steps`` drafting steps, see :func:`drafter_settings`), predict every run's remaining length at
     steps 0..max_step, save and register it (its acceptance is measured live, by :mod:`lenscope.jobs.drafter.live`)."""
+    store.require_writable(f"training the {variant} drafter on {dataset!r}")  # before any work, not after it
     spec = get_variant(variant)
     settings = drafter_settings(target, ttt_steps, draft_vocab_size)
     torch.manual_seed(seed)
@@ -154,6 +155,7 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int | Sequence[in
     and later ones spread further), keep the epoch (up to ``epochs``) with the lowest validation MAE over steps
     0..:data:`MAX_STEP` of the val split, predict steps 0..``max_step`` of every run and register it (kind
     ``probe``)."""
+    store.require_writable(f"training a probe on {dataset!r}")  # before any work, not after it
     layers = [layer] if isinstance(layer, int) else list(layer)
     runs = dataset_runs(store, dataset, include_censored)
     if include_censored:

@@ -85,6 +85,7 @@ def train_static(store: Store, dataset: str, poolings: Sequence[str] = POOLINGS,
 
     Returns the ablation table (pooling, scenario, mae, n) on the test split, 'all' rows included.
     """
+    store.require_writable(f"training the static heads on {dataset!r}")  # before any work, not after it
     cfg = config or HeadConfig()
     bad = sorted(set(poolings) - set(POOLINGS))
     if bad:
@@ -217,6 +218,7 @@ def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: flo
     """Train the PLP head over every decoding step of the training runs; store it and its predictions at
     steps 0..32 for every split (runs cut at the token cap only with ``include_censored``). Returns the test
     MAE by step (step, mae, n)."""
+    store.require_writable(f"training PLP on {dataset!r}")  # before any work, not after it
     cfg = config or HeadConfig(epochs=15, batch_size=64)
     if include_censored:
         require_every_step(dataset_runs(store, dataset, include_censored), "PLP training on censored runs")

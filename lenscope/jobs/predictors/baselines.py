@@ -232,6 +232,7 @@ def train_baseline(store: Store, dataset: str, baseline: str, target: TargetMode
                    config: BaselineConfig | None = None, data: BaselineData | None = None,
                    on_progress: Progress = no_progress) -> JobResult:
     """Train one baseline on ``dataset``, store its artifact, predictor row and step-0 predictions."""
+    store.require_writable(f"training {baseline} on {dataset!r}")  # before any work, not after it
     if baseline not in FITTERS:
         raise ValueError(f"unknown baseline {baseline!r}; choose from {', '.join(BASELINES)}")
     cfg = config or BaselineConfig()

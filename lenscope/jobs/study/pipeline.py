@@ -386,6 +386,7 @@ def run_study(store: Store, target: TargetModel, dataset: str, size: str = "star
     """Run every step not done yet; returns (step, status) per step: ``done``, ``skipped`` (stored already) or
     ``not run: why`` (a step that cannot run on this data, e.g. too few uncensored runs). Progress labels name
     the step (``step i/n: ...``); an interruption keeps whatever the steps stored."""
+    store.require_writable(f"the study into {dataset!r}")  # before any work, not after it
     steps = study_steps(store, target, dataset, size, collect, ray)
     report = []
     for i, step in enumerate(steps, start=1):
