@@ -14,13 +14,12 @@ from lenscope.app.study import (
     starter_button,
     starter_dataset,
 )
-from lenscope.app.widgets import get_store, model_picker, navigation, show_table
+from lenscope.app.widgets import dataset_name_input, get_store, model_picker, navigation, show_table
 from lenscope.jobs.runs.collect import collect_sample
 from lenscope.jobs.runs.datasets import preferred_dataset
 from lenscope.jobs.runs.generate import GenerationSettings
 from lenscope.jobs.study.results import StoreResults
 from lenscope.jobs.study.shipped import shipped_for
-from lenscope.store.names import dataset_problem
 
 
 def home() -> None:
@@ -76,16 +75,12 @@ def home() -> None:
     if target is not None:
         with st.expander("Collect a dataset of your own"):
             c1, c2, c3, c4 = st.columns(4)
-            name = c1.text_input("Dataset name", value="mine", key="collect_name")
+            name = dataset_name_input(c1, "Dataset name", "mine", "collect_name")
             n = int(c2.number_input("Prompts", min_value=1, max_value=5000, value=40, key="collect_n"))
             humaneval = c3.slider("HumanEval share", 0.0, 1.0, 0.25, key="collect_humaneval")
             max_new = int(c4.number_input("Max new tokens", min_value=1, max_value=4096, value=1024,
                                           key="collect_max_new"))
-            name = name.strip() or "mine"
-            problem = dataset_problem(name)
-            if problem:
-                st.error(problem)
-            elif st.button("Collect", key="collect_button"):
+            if name is not None and st.button("Collect", key="collect_button"):
                 report = run_job(lambda on_progress: collect_sample(
                     store, target, name, n, {"sharegpt": 1 - humaneval, "humaneval": humaneval},
                     GenerationSettings(max_new_tokens=max_new), on_progress=on_progress), start="Loading prompts...")

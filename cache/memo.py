@@ -28,6 +28,7 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 from sqlalchemy import select, text
 
 from lenscope.store.schema import Result
+from lenscope.store.settings import sqlite_file
 from lenscope.store.tensors import DamagedTensorError
 
 try:
@@ -129,13 +130,10 @@ def _thread_lock(url: str, key: str) -> Iterator[None]:
 def lock_folder(store: Store) -> Path | None:
     """Where the lock files of a SQLite file store go (``locks/`` beside the file); None for other databases, an
     in-memory one, or a store opened read-only."""
-    url = store.url
-    if fcntl is None or store.read_only or not url.startswith("sqlite:///") or "mode=memory" in url:
+    path = sqlite_file(store.url)
+    if fcntl is None or store.read_only or path is None:
         return None
-    path = url.removeprefix("sqlite:///").split("?", 1)[0]
-    if not path or path == ":memory:" or path.startswith("file:"):
-        return None
-    return Path(path).parent / LOCK_FOLDER
+    return path.parent / LOCK_FOLDER
 
 
 @contextmanager

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from huggingface_hub.constants import HF_HUB_CACHE
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
 from lenscope.store.names import DATASET_NAME_RULE, shown
 
@@ -136,6 +138,25 @@ class Settings:
         return path
 
 
+def sqlite_url(path: Path) -> str:
+    """The URL of the SQLite file ``path``: every character of the path is a path character (``?``, ``%``, ``#``,
+    ``@``, spaces and any other are escaped, never read as URL syntax)."""
+    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file a SQLite URL names (its escapes decoded), else None: another database, one in memory, a
+    ``file:`` URI (whose path SQLite reads itself) or a malformed URL."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
 def _positive(name: str, default: float, kind: type[int] | type[float] = float) -> float:
     """The positive number in environment variable ``name`` (``default`` when unset or empty)."""
     raw = os.environ.get(name, "").strip()
@@ -156,7 +177,7 @@ def get_settings() -> Settings:
     dir and the Hugging Face cache; empty: no local paths), ``LENSCOPE_MODEL_POOL_MODELS`` (default 2)
     and ``LENSCOPE_MODEL_POOL_GIB`` (default 4)."""
     data = data_dir()
-    db_url = os.environ.get("LENSCOPE_DB_URL") or f"sqlite:///{data / 'lenscope.db'}"
+    db_url = os.environ.get("LENSCOPE_DB_URL") or sqlite_url(data / "lenscope.db")  # the folder is a path, any text
     roots = os.environ.get("LENSCOPE_ALLOWED_MODEL_ROOTS")
     allowed = ([Path(r).expanduser() for r in roots.split(os.pathsep) if r.strip()] if roots is not None
                else [Path.cwd(), data, Path(HF_HUB_CACHE)])

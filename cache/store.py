@@ -24,6 +24,8 @@ from lenscope.store.errors import (
     DatasetModelError,
     StoreReadOnlyError,
     StoreUnavailableError,
+    disk_full_message,
+    low_space,
     not_writable,
     store_error,
     store_location,
@@ -43,7 +45,7 @@ from lenscope.store.schema import (
     Trace,
     TraceRequest,
 )
-from lenscope.store.settings import get_settings
+from lenscope.store.settings import get_settings, sqlite_file
 from lenscope.store.tensors import DamagedTensorError, TensorStore, hidden_key_filter, pack_hidden, unpack_hidden
 
 
@@ -137,11 +139,9 @@ def _sqlite_read_only_pragmas(dbapi_conn, record) -> None:
 
 
 def _plain_sqlite_path(url: str) -> Path | None:
-    """The file of a ``sqlite:///PATH`` URL (not a ``file:`` URI, not in memory), else None."""
-    if not url.startswith("sqlite:///") or "?" in url:
-        return None
-    path = url.removeprefix("sqlite:///")
-    return None if path in ("", ":memory:") or path.startswith("file:") else Path(path)
+    """The file of a ``sqlite:///PATH`` URL without options (not a ``file:`` URI, not in memory), else None."""
+    path = sqlite_file(url)
+    return path if path is not None and not make_url(url).query else None
 
 
 def _read_only_url(path: Path) -> URL:
@@ -193,8 +193,9 @@ class Store:
         self.url = url or settings.db_url
         self.read_only_reason = _read_only_reason(self.url)
         path = _plain_sqlite_path(self.url)
-        if self.url.startswith("sqlite:///") and self.read_only_reason is None:
-            folder = Path(self.url.removeprefix("sqlite:///")).parent
+        database = sqlite_file(self.url)
+        if database is not None and self.read_only_reason is None:
+            folder = database.parent
             try:
                 folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -231,6 +232,15 @@ class Store:
         a store opened read-only."""
         if self.read_only_reason is not None:
             raise self._read_only_error(what)
+
+    def disk_full(self) -> str | None:
+        """The message when the disk holding the database file or the tensor files is (nearly) full, else None."""
+        database = sqlite_file(self.url)
+        for folder in ([database.parent] if database is not None else []) + [self.tensors.root]:
+            why = low_space(folder)
+            if why is not None:
+                return disk_full_message(folder, why)
+        return None
 
     def _read_only_error(self, what: str) -> StoreReadOnlyError:
         return StoreReadOnlyError(

@@ -3,6 +3,7 @@ that hash whenever read (a truncated, altered or missing file raises :class:`Dam
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
@@ -52,8 +53,10 @@ class TensorStore:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(blob)
                 os.replace(tmp, path)
-            except BaseException:
+            except BaseException as exc:
                 Path(tmp).unlink(missing_ok=True)
+                if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):  # say where
+                    raise OSError(exc.errno, exc.strerror, str(path)) from exc
                 raise
         return digest, path
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 from lenscope.store.errors import StoreError
 
@@ -14,6 +15,9 @@ def user_message(exc: BaseException) -> str | None:
         return str(exc)
     if isinstance(exc, PermissionError):
         return f"permission denied on {exc.filename or 'a file'}; make it writable for this user or change the path"
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return f"the disk is full ({exc.filename or 'while writing'}); free some space and run it again"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if not exc.filename:
+            return "the disk is full; free some space and run it again"
+        return (f"the disk holding {Path(exc.filename).parent} is full (writing {exc.filename}); free some space and "
+                "run it again")
     return None

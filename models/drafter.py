@@ -27,8 +27,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
+
+from lenscope.models.atomic_files import save_tensors, write_text
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -343,9 +345,8 @@ class Drafter(nn.Module):
         """Write ``config.json`` and ``model.safetensors`` (trainable weights only) into ``path``."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        (path / CONFIG_FILE).write_text(json.dumps({"type": "lenscope-drafter", **asdict(self.config)}, indent=2))
-        save_file({k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()},
-                  str(path / WEIGHTS_FILE))
+        write_text(path / CONFIG_FILE, json.dumps({"type": "lenscope-drafter", **asdict(self.config)}, indent=2))
+        save_tensors({k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}, path / WEIGHTS_FILE)
         return path
 
     @classmethod

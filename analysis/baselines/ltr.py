@@ -21,6 +21,7 @@ from lenscope.analysis.baselines.proxy import ENCODER_LAYER
 from lenscope.analysis.core.training import fit_minibatch
 from lenscope.analysis.drafter.probes import LengthProbe, ProbeConfig
 from lenscope.analysis.egtp.training import HeadConfig
+from lenscope.models.atomic_files import write_text
 from lenscope.models.drafter import feature_statistics
 
 RANK_LOSSES = ("listmle", "pairwise")
@@ -61,7 +62,7 @@ class QuantileMap:
         return np.interp(np.asarray(scores, dtype=float), self.scores, self.lengths)
 
     def save(self, path: Path) -> Path:
-        path.write_text(json.dumps({"scores": self.scores.tolist(), "lengths": self.lengths.tolist()}))
+        write_text(path, json.dumps({"scores": self.scores.tolist(), "lengths": self.lengths.tolist()}))
         return path
 
     @classmethod

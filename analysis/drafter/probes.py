@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import nn
 
 from lenscope.analysis.core.training import fit_minibatch
 from lenscope.analysis.egtp.plp import plp_steps
+from lenscope.models.atomic_files import save_tensors, write_text
 from lenscope.models.drafter import LengthHead, feature_statistics, length_from_log, log_length
 
 CONFIG_FILE = "config.json"
@@ -89,8 +90,8 @@ class LengthProbe(nn.Module):
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        (path / CONFIG_FILE).write_text(json.dumps({"type": "lenscope-probe", **asdict(self.config)}, indent=2))
-        save_file({k: v.contiguous() for k, v in self.state_dict().items()}, str(path / WEIGHTS_FILE))
+        write_text(path / CONFIG_FILE, json.dumps({"type": "lenscope-probe", **asdict(self.config)}, indent=2))
+        save_tensors({k: v.contiguous() for k, v in self.state_dict().items()}, path / WEIGHTS_FILE)
         return path
 
     @classmethod

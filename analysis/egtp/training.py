@@ -24,12 +24,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from lenscope.analysis.core.metrics import clipped_mae
 from lenscope.analysis.core.soft_label_head import BINNINGS, LengthBins, SoftLabelHead, soft_labels
 from lenscope.analysis.core.training import BestEpoch, minibatches, one_thread
 from lenscope.analysis.egtp.stacked_heads import StackedHeads
+from lenscope.models.atomic_files import save_tensors, write_text
 
 
 @dataclass
@@ -241,10 +242,10 @@ def predict(head: SoftLabelHead, x: torch.Tensor) -> np.ndarray:
 def save_head(head: SoftLabelHead, path: Path, meta: dict) -> Path:
     """Write the head as ``path`` (safetensors) plus ``path.json`` (architecture and ``meta``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in head.state_dict().items()}, str(path))
+    save_tensors({k: v.contiguous() for k, v in head.state_dict().items()}, path)
     arch = {"in_dim": head.net[0].in_features, "hidden": head.net[0].out_features,
             "dropout": head.net[-2].p, "architecture": head.architecture}
-    path.with_suffix(".json").write_text(json.dumps({"arch": arch, "meta": meta}, indent=1))
+    write_text(path.with_suffix(".json"), json.dumps({"arch": arch, "meta": meta}, indent=1))
     return path
 
 

@@ -21,6 +21,7 @@ from lenscope.app.model_access import browser_source
 from lenscope.app.model_pool import ModelPool
 from lenscope.app.runner import error_boundary, failure_text
 from lenscope.models.target import TargetModel
+from lenscope.store.names import DATASET_NAME_RULE, MAX_DATASET_NAME, dataset_problem
 from lenscope.store.settings import get_settings
 from lenscope.store.store import Store
 
@@ -77,6 +78,17 @@ def model_picker() -> TargetModel | None:
     st.sidebar.caption(f"{target.source.spec} · {target.num_layers} layers · d={target.hidden_size} · "
                        f"{target.device.type}")
     return target
+
+
+def dataset_name_input(column, label: str, default: str, key: str) -> str | None:
+    """A text field for a new dataset's name; the name, or None after showing why it is no dataset name."""
+    name = column.text_input(label, value=default, key=key, max_chars=MAX_DATASET_NAME,
+                             help=f"A dataset name is {DATASET_NAME_RULE}.").strip() or default
+    problem = dataset_problem(name)
+    if problem:
+        st.error(problem)
+        return None
+    return name
 
 
 def navigation(home: Callable[[], None], root: Path) -> None:

@@ -43,9 +43,10 @@ from lenscope.jobs.drafter.training import drafter_settings, load_examples
 from lenscope.jobs.predictors.catalog import shipped_predictor
 from lenscope.jobs.runs.datasets import with_splits
 from lenscope.jobs.runs.generations import import_generations, import_records, read_generations
+from lenscope.models.atomic_files import write_text
 from lenscope.models.drafter import Drafter
 from lenscope.models.target import TargetModel, device_name
-from lenscope.store.settings import SHIPPED_DATA
+from lenscope.store.settings import SHIPPED_DATA, sqlite_url
 from lenscope.store.store import Store
 
 STUDY_FILE = SHIPPED_DATA / "generations" / "study-generations.jsonl.gz"
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"model {target.source.spec} on {device} ({target.device.type}; torch {torch.__version__}, transformers "
           f"{transformers.__version__}), loaded in {load_s:.1f} s; {asdict(sizes)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="lenscope-gpu-check-") as folder:
-        store = Store(f"sqlite:///{folder}/lenscope.db", Path(folder) / "tensors")
+        store = Store(sqlite_url(Path(folder) / "lenscope.db"), Path(folder) / "tensors")
         check = Check(target, header, records, study_splits(records), store, sizes)
         results, failed = run_sections(check, device)
     summary = summary_line(device, results)
@@ -304,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
                    "load_seconds": load_s, "wall_seconds": time.perf_counter() - start, "sections": results,
                    "failed": failed, "summary": summary}
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(payload, indent=2) + "\n")
+        write_text(args.out, json.dumps(payload, indent=2) + "\n")
     print(summary, flush=True)
     if failed:
         raise SystemExit(1)

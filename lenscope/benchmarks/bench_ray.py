@@ -25,13 +25,14 @@ from lenscope.jobs.runs.collect import CollectReport, collect_dataset
 from lenscope.jobs.runs.ray_cluster import RayOptions, connect
 from lenscope.models.engine import GenerationSettings
 from lenscope.models.target import TargetModel
+from lenscope.store.settings import sqlite_url
 from lenscope.store.store import Store
 
 
 def timed_collect(target: TargetModel, prompts, settings: GenerationSettings, ray: RayOptions | None,
                   root: Path) -> tuple[CollectReport, float, Store]:
     """A collection into a fresh store under ``root``; returns its report, wall seconds and the store."""
-    store = Store(url=f"sqlite:///{root / 'db.sqlite'}", tensor_dir=root / "tensors")
+    store = Store(url=sqlite_url(root / "db.sqlite"), tensor_dir=root / "tensors")
     start = time.perf_counter()
     report = collect_dataset(store, target, "bench", prompts, settings, ray=ray)
     return report, time.perf_counter() - start, store

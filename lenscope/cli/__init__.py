@@ -13,7 +13,14 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from lenscope.cli._common import HelpFormatter, command_output, resolve_dataset
+from lenscope.cli._common import (
+    RESUMES,
+    HelpFormatter,
+    command_output,
+    refuse_a_read_only_store,
+    refuse_output_over_input,
+    resolve_dataset,
+)
 from lenscope.errors import user_message
 
 
@@ -51,17 +58,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of the sub-command ``command`` of :func:`build_parser`'s ``parser``."""
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return subparsers.choices[command]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one sub-command. A failure the user can act on (input, store, model, disk) prints one message and
-    returns 2; any other prints its type and returns 1; tracebacks only with ``--debug``."""
-    args = build_parser().parse_args(argv)
+    """Run one sub-command. A failure the user can act on (input, store, model, disk; an output file that is one of
+    the command's inputs, refused before any work) prints one message and returns 2; any other prints its type and
+    returns 1; tracebacks only with ``--debug``. A command that writes the store checks that it can before any work.
+    Stopped (Ctrl-C, `kill`), it says what was kept: the command's
+    ``interrupt_note``, by default :data:`~lenscope.cli._common.RESUMES`."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
+        refuse_output_over_input(command_parser(parser, args.command), args)
+        refuse_a_read_only_store(args)
         resolve_dataset(args)
         with command_output(args):  # --format csv/json/parquet to stdout: stdout holds the data alone
             return int(args.func(args) or 0)
-    except KeyboardInterrupt:  # Ctrl-C or `kill`: every finished result is stored already
-        print(f"lenscope {args.command}: interrupted; what finished is stored, and the same command resumes",
-              file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"lenscope {args.command}: {getattr(args, 'interrupt_note', RESUMES)}", file=sys.stderr)
         return 130
     except Exception as exc:
         if args.debug:

@@ -8,6 +8,7 @@ import contextlib
 import datetime as _datetime
 import json
 import math
+import os
 import sys
 import textwrap
 import time
@@ -20,7 +21,14 @@ from tqdm import tqdm
 
 from lenscope.analysis.core.metrics import ci_text
 from lenscope.analysis.core.progress import label_phase
+from lenscope.models.atomic_files import atomic_path, write_text
 from lenscope.models.numbers import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SEED, Range
+
+# What a command says when Ctrl-C or `kill` stops it: RESUMES unless its parser sets its own ``interrupt_note``
+# (``parser.set_defaults(interrupt_note=...)``), e.g. NOTHING_WRITTEN for one that only writes an output file (each
+# written all or nothing: the previous file stays until the new one is whole).
+RESUMES = "interrupted; what finished is stored, and the same command resumes"
+NOTHING_WRITTEN = "interrupted; nothing was written (a file it writes is as it was before)"
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -120,6 +128,47 @@ def output_file(text: str) -> Path:
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
     return path
+
+
+def _flag(action: argparse.Action) -> str:
+    """How the user names ``action``: its longest option string, nothing for a positional argument."""
+    return f"{max(action.option_strings, key=len)} " if action.option_strings else ""
+
+
+def _paths(action: argparse.Action, value) -> list[str | os.PathLike]:
+    """The values of ``action`` that may name a file: paths, and free text (``--model``), not choices or numbers."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    free_text = action.type is None and action.choices is None
+    return [v for v in values if isinstance(v, os.PathLike) or (free_text and isinstance(v, str) and v)]
+
+
+def _same_file(first: str | os.PathLike, second: str | os.PathLike) -> bool:
+    try:
+        return os.path.samefile(first, second)  # links and other spellings of one file too
+    except (OSError, ValueError):  # one of them does not exist (or is no path): not the same file
+        return False
+
+
+def refuse_a_read_only_store(args: argparse.Namespace) -> None:
+    """A command that writes the store (its parser sets ``writes_store=True``) stops on a read-only store at once,
+    with one line, before any model loads or training starts."""
+    if getattr(args, "writes_store", False):
+        from lenscope.store.store import Store
+
+        Store().require_writable(f"`lenscope {args.command}`")
+
+
+def refuse_output_over_input(command: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """ValueError (before any work) when a file the command writes (an :func:`output_file` argument) is a file
+    another of its arguments names: the output would replace the input."""
+    actions = [a for a in command._actions if a.dest in vars(args)]
+    for out in (a for a in actions if a.type is output_file and getattr(args, a.dest) is not None):
+        target = getattr(args, out.dest)
+        for other in (a for a in actions if a is not out):
+            for value in _paths(other, getattr(args, other.dest)):
+                if _same_file(target, value):
+                    raise ValueError(f"{_flag(out)}{target} is the input file {_flag(other)}{value}; write the "
+                                     "output elsewhere")
 
 
 def dataset_arg(text: str) -> str:
@@ -292,11 +341,12 @@ def write_data(args: argparse.Namespace, table: pd.DataFrame | None = None, docu
         payload = _flat(table).to_csv(index=False)
     else:
         payload = None
-    if out is not None:
+    if out is not None:  # all or nothing: a stopped or failed write leaves the previous file
         if payload is None:
-            _flat(table).to_parquet(out, index=False)
+            with atomic_path(out) as temporary:
+                _flat(table).to_parquet(temporary, index=False)
         else:
-            Path(out).write_text(payload, encoding="utf-8")
+            write_text(out, payload)
         print(f"{what} -> {out}")
         return
     stream = getattr(args, "data_stream", sys.stdout)
@@ -312,6 +362,7 @@ def write_data(args: argparse.Namespace, table: pd.DataFrame | None = None, docu
 # --- progress ------------------------------------------------------------------------------------------------------
 
 BAR_MININTERVAL_S = 0.5  # a bar redraws at most this often (tqdm's own rate limit), however often a job reports
+LOG_INTERVAL_S = 30.0  # off a terminal, a long phase prints its count and time left at most this often
 
 
 class _Nowhere:
@@ -347,13 +398,14 @@ class PhaseBars:
     On a terminal: one tqdm bar per phase, its description the latest label (live details such as tokens/s change
     it without restarting the bar's rate and ETA), redrawn at most every :data:`BAR_MININTERVAL_S` seconds. Off a
     terminal (a log, a pipe, CI): no bar is drawn; each phase prints one line when it starts and one when it ends,
-    with its count and elapsed time. ``prefix`` goes before every label (``collect dev · sampling``)."""
+    with its count and elapsed time, and in between, at most every :data:`LOG_INTERVAL_S` seconds, its count, the time
+    it has run and an estimate of the time left. ``prefix`` goes before every label (``collect dev · sampling``)."""
 
     def __init__(self, prefix: str = "", terminal: bool | None = None, stream=None) -> None:
         self.stream = stream
         self.terminal = on_terminal(stream) if terminal is None else terminal
         self.prefix = prefix
-        self.phase, self.bar, self.started = None, None, 0.0
+        self.phase, self.bar, self.started, self.logged = None, None, 0.0, 0.0
 
     def _label(self, label: str) -> str:
         return f"{self.prefix} · {label}" if self.prefix and label else (self.prefix or label)
@@ -367,6 +419,7 @@ class PhaseBars:
         if phase != self.phase:
             self.close()
             self.phase, self.started = phase, time.monotonic()
+            self.logged = self.started
             self.bar = progress_bar(total, label, initial=done,
                                     file=(self.stream if self.terminal else _Nowhere()))
             if not self.terminal:
@@ -374,6 +427,17 @@ class PhaseBars:
         self.bar.set_description(label, refresh=False)
         self.bar.total = total
         self.bar.update(done - self.bar.n)  # redraws only when tqdm's mininterval has passed
+        if not self.terminal and time.monotonic() - self.logged >= LOG_INTERVAL_S:
+            self._count_line()
+
+    def _count_line(self) -> None:
+        """Off a terminal: the phase's count, the time it has run and, at its rate so far, the time left."""
+        self.logged = time.monotonic()
+        elapsed, done, total = self.logged - self.started, self.bar.n, self.bar.total
+        rate = (done - self.bar.initial) / elapsed if elapsed > 0 else 0.0
+        left = f", about {tqdm.format_interval((total - done) / rate)} left" if rate > 0 and total else ""
+        self._line(f"{self.phase}: {done}/{total} after {tqdm.format_interval(elapsed)}{left}" if total
+                   else f"{self.phase}: {done} after {tqdm.format_interval(elapsed)}")
 
     def __enter__(self) -> PhaseBars:
         return self

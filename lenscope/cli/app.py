@@ -27,7 +27,7 @@ def register(subparsers) -> None:
     p.add_argument("--port", type=number(PORT), default=8501, help="TCP port (default 8501)")
     p.add_argument("--address", default=None,
                    help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 exposes it)")
-    p.set_defaults(func=run_app)
+    p.set_defaults(func=run_app, interrupt_note="stopped")
 
 
 def config_flags(config: Path) -> list[str]:

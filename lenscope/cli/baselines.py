@@ -41,7 +41,7 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=seed, default=42, help="seed of initialisation and batch order")
     add_censoring_arg(p)
     add_model_args(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, writes_store=True)
 
 
 def run(args: argparse.Namespace) -> int:

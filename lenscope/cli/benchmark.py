@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("benchmark", help="run a benchmark script (ratios measured side by side)")
     p.add_argument("name", type=benchmark_name, choices=available(), help="which benchmark")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupt_note="interrupted; the benchmark did not finish and wrote no results")
 
 
 def run(args: argparse.Namespace) -> int:

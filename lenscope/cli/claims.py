@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from lenscope.cli._common import (
+    NOTHING_WRITTEN,
     PhaseBars,
     add_dataset_arg,
     add_model_args,
@@ -22,6 +23,7 @@ from lenscope.cli._common import (
     shows_text,
     write_data,
 )
+from lenscope.models.atomic_files import write_text
 from lenscope.models.numbers import Range
 
 
@@ -51,7 +53,7 @@ def register(subparsers) -> None:
                                              "offline")
     _dataset_args(p)
     p.add_argument("--out", type=output_file, default=None, help="default: lenscope-report-<dataset>.html")
-    p.set_defaults(func=run_report)
+    p.set_defaults(func=run_report, interrupt_note=NOTHING_WRITTEN)
 
 
 def _resolve(args: argparse.Namespace):
@@ -104,6 +106,6 @@ def run_report(args: argparse.Namespace) -> int:
 
     store, dataset, layer, probe_layer = _resolve(args)
     out = args.out or Path(f"lenscope-report-{dataset}.html")
-    out.write_text(study_report(StoreResults(store, dataset, layer, probe_layer)), encoding="utf-8")
+    write_text(out, study_report(StoreResults(store, dataset, layer, probe_layer)))
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): dataset {dataset!r}, heads at layer {layer}")
     return 0

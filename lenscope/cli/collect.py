@@ -10,6 +10,7 @@ from pathlib import Path
 
 from lenscope.analysis.data.scenarios import LONG_TOKEN_CAP, SCENARIO_SAMPLING, SCENARIOS
 from lenscope.cli._common import (
+    NOTHING_WRITTEN,
     PhaseBars,
     add_model_args,
     add_ray_args,
@@ -46,11 +47,6 @@ def _batch_size(text: str) -> int | str:
         return POSITIVE_INT.parse(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"batch size must be 'auto' or a positive integer, not {text!r}") from None
-
-
-def _where(store) -> str:
-    """The store's location, without any password in its URL."""
-    return store.url.split("@")[-1] if "://" in store.url and "@" in store.url else store.url
 
 
 def _interrupt(signum, frame) -> None:
@@ -94,12 +90,12 @@ def register(subparsers) -> None:
                    help=f"token budget of --scenario long prompts (default: at most {LONG_TOKEN_CAP}, leaving "
                         "room for --max-new-tokens in the model's context)")
     add_ray_args(p, "sample")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, writes_store=True)
     e = subparsers.add_parser("export-generations", help="write a dataset's generations (token ids, no features) "
                               "to a .jsonl.gz file")
     e.add_argument("--dataset", type=dataset_arg, required=True, help="store dataset to export")
     e.add_argument("--out", type=output_file, required=True, help="file to write (.jsonl.gz)")
-    e.set_defaults(func=export)
+    e.set_defaults(func=export, interrupt_note=NOTHING_WRITTEN)
     i = subparsers.add_parser("import-generations", help="store generations from a .jsonl.gz file, features "
                               "recomputed by one teacher-forced pass (a collection continued afterwards skips them)")
     add_model_args(i)
@@ -112,7 +108,7 @@ def register(subparsers) -> None:
                    help="features of a run that hit the cap over its prompt and first N answer tokens only, as the "
                         "study imports them (up to the last decoding step its predictors are tested on); every answer "
                         "id is kept, and an import without it completes them in place")
-    i.set_defaults(func=import_)
+    i.set_defaults(func=import_, writes_store=True)
 
 
 def export(args: argparse.Namespace) -> int:
@@ -145,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     from lenscope.analysis.data.scenarios import build_scenario, long_token_budget
     from lenscope.jobs.runs.collect import collect_dataset
     from lenscope.models.engine import GenerationSettings
+    from lenscope.store.errors import store_location
     from lenscope.store.store import Store
 
     if args.scenario and args.sources:
@@ -164,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dataset is None:  # never into 'default' unannounced
         args.dataset = DEFAULT_DATASET
         print(f"note: no --dataset given: collecting into dataset {DEFAULT_DATASET!r} of the store at "
-              f"{_where(store)} (name one with --dataset NAME)", file=sys.stderr, flush=True)
+              f"{store_location(store.url)} (name one with --dataset NAME)", file=sys.stderr, flush=True)
     store.check_dataset(args.dataset, target)  # a dataset of another model, a read-only store: one line, no bar
     settings = GenerationSettings(args.max_new_tokens, temperature, args.top_p, args.seed, args.system_prompt)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` (and background jobs, which ignore SIGINT) keep finished runs
@@ -174,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
                                  ray=ray_options(args))
     share = f", {report.finished}/{report.generated} ended with end-of-turn" if report.generated else ""
     print(f"dataset {args.dataset!r}: {len(report.run_ids)} runs "
-          f"({report.generated} generated, {report.cached} from the cache{share}) in {_where(store)}")
+          f"({report.generated} generated, {report.cached} from the cache{share}) in {store_location(store.url)}")
     if report.generated:
         print(f"generated {report.tokens:,} answer tokens in {report.seconds:.0f} s "
               f"({report.tokens_per_s:.1f} tokens/s)")

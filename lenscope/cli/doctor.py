@@ -14,17 +14,19 @@ def register(subparsers) -> None:
                    help="repair: delete damaged, orphan and temporary files and generate damaged runs again")
     p.add_argument("--no-regenerate", action="store_true",
                    help="with --fix, only mark damaged runs (the next collection generates them again)")
-    p.set_defaults(func=run_doctor)
+    p.set_defaults(func=run_doctor, interrupt_note="interrupted; a check changes nothing, and the repairs --fix "
+                   "finished are stored: run it again")
 
 
 def run_doctor(args: argparse.Namespace) -> int:
     from lenscope.jobs.runs.doctor import doctor
+    from lenscope.store.errors import store_location
     from lenscope.store.store import Store
 
     store = Store()
     with PhaseBars() as bars:
         check, done = doctor(store, fix=args.fix, regenerate=not args.no_regenerate, on_progress=bars)
-    print(f"store {store.url.split('@')[-1]}, tensors in {store.tensors.root}")
+    print(f"store {store_location(store.url)}, tensors in {store.tensors.root}")
     for line in check.lines():
         print(f"  {line}")
     for line in done:
@@ -33,7 +35,8 @@ def run_doctor(args: argparse.Namespace) -> int:
         print("the database itself is damaged: restore lenscope.db from a backup, or move it aside to start a "
               "new store (shipped study generations are imported again by `python -m lenscope study`)")
         return 1
-    if check.healthy or args.fix:
+    if check.healthy or (args.fix and check.disk_full is None):
         return 0
-    print("run `python -m lenscope doctor --fix` to repair it")
+    if check.disk_full is None or (check.repairable and not args.fix):  # a full disk's line says what to do
+        print("run `python -m lenscope doctor --fix` to repair it")
     return 1

@@ -31,7 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--draft-vocab", type=_common.non_negative_int, default=DRAFT_VOCAB_SIZE,
                    help="draft vocabulary: the most frequent target tokens of the training split (0 = all)")
     _common.add_censoring_arg(p)
-    p.set_defaults(func=run_drafter)
+    p.set_defaults(func=run_drafter, writes_store=True)
 
     q = subparsers.add_parser("train-probe", help="train an MLP probe on one target layer (TRAIL-style baseline)")
     _common.add_dataset_arg(q)
@@ -44,7 +44,7 @@ def register(subparsers) -> None:
                    help="store predictions for steps 0..max-step")
     q.add_argument("--seed", type=_common.seed, default=0, help="seed of initialisation and batch order")
     _common.add_censoring_arg(q)
-    q.set_defaults(func=run_probe)
+    q.set_defaults(func=run_probe, writes_store=True)
 
     a = subparsers.add_parser("drafter-ablation", help="the drafter variants (OUTLETS, no-decoder, LP-only) paired "
                                                        "with probes that see what the drafter sees")

@@ -43,12 +43,12 @@ def register(subparsers) -> None:
     p.add_argument("--pooling", default="all", choices=["egtp", "mean", "max", "last", "all"],
                    help="pooling of the prompt's states: egtp (entropy-weighted mean, the EGTP paper's), mean, max, "
                         "last token, or all four (the paper's pooling ablation)")
-    p.set_defaults(func=run_train_egtp)
+    p.set_defaults(func=run_train_egtp, writes_store=True)
 
     p = subparsers.add_parser("train-plp", help="train the progressive remaining-length head (PLP)")
     _add_common(p)
     _add_training(p, epochs=15, batch=64)
-    p.set_defaults(func=run_train_plp)
+    p.set_defaults(func=run_train_plp, writes_store=True)
 
     p = subparsers.add_parser("attribution", help="entropy vs gradient importance of prompt tokens")
     _add_common(p)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from lenscope.cli._common import add_output_args, dataset_arg, shows_text, write_data
+from lenscope.cli._common import NOTHING_WRITTEN, add_output_args, dataset_arg, shows_text, write_data
 
 
 def register(subparsers) -> None:
     d = subparsers.add_parser("datasets", help="list the store's datasets: runs, finished and censored runs, model, "
                                                "runs per scenario")
     add_output_args(d, "one row per dataset (scenarios as JSON text)")
-    d.set_defaults(func=run_datasets)
+    d.set_defaults(func=run_datasets, interrupt_note=NOTHING_WRITTEN)
 
     p = subparsers.add_parser("predictors", help="list the store's trained predictors: id, name, kind, dataset, "
                                                  "model and headline metrics (static MAE with its 95%% CI, dynamic "
@@ -21,7 +21,7 @@ def register(subparsers) -> None:
     p.add_argument("--kind", default=None, help="only predictors of this kind, e.g. static, plp, probe, drafter, "
                                                 "baseline (default: all)")
     add_output_args(p, "one row per predictor")
-    p.set_defaults(func=run_predictors)
+    p.set_defaults(func=run_predictors, interrupt_note=NOTHING_WRITTEN)
 
 
 def _store():
@@ -32,13 +32,14 @@ def _store():
 
 def run_datasets(args: argparse.Namespace) -> int:
     from lenscope.jobs.runs.datasets import datasets_overview
+    from lenscope.store.errors import store_location
 
     store = _store()
     table = datasets_overview(store)
     if shows_text(args):
         if table.empty:
-            print(f"the store at {store.url.split('@')[-1]} has no dataset yet; run `python -m lenscope study` (or "
-                  "`collect --dataset NAME`)")
+            print(f"the store at {store_location(store.url)} has no dataset yet; run `python -m lenscope study` "
+                  "(or `collect --dataset NAME`)")
         else:
             shown = table.assign(scenarios=[", ".join(f"{s} {n}" for s, n in d.items()) for d in table["scenarios"]],
                                  created=table["created"].map(lambda t: str(t)[:16]))

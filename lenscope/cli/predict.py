@@ -8,6 +8,9 @@ from pathlib import Path
 
 from lenscope.cli._common import PhaseBars, add_model_args, dataset_arg, load_target, output_file
 
+INTERRUPT_NOTE = ("interrupted; no predictions were written (they are written whole at the end): run the same "
+                  "command again")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from lenscope.jobs.predictors.catalog import CATALOG, catalog_text
@@ -25,30 +28,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="use the predictors trained on this store dataset instead of the shipped ones")
     p.add_argument("--out", type=output_file, default=None, help="CSV to write (default: print to the terminal)")
     add_model_args(p)
-    p.set_defaults(func=run_predict)
+    p.set_defaults(func=run_predict, interrupt_note=INTERRUPT_NOTE)
 
 
 def predictor_names(text: str) -> list[str]:
     """The names ``--predictor`` lists (``all``: every catalog name)."""
-    from lenscope.jobs.predictors.catalog import CATALOG, entry
+    from lenscope.jobs.predictors.catalog import CATALOG, predictor_list
 
     names = list(CATALOG) if text.strip() == "all" else [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise ValueError("--predictor names no predictor")
-    for name in names:
-        entry(name)
-    return names
+    return predictor_list(names)
 
 
 def run_predict(args: argparse.Namespace) -> int:
     from lenscope.jobs.predictors.catalog import load_predictor_files
-    from lenscope.jobs.predictors.predict import LengthPredictor, predict_prompts, read_prompts, write_predictions
+    from lenscope.jobs.predictors.predict import (
+        LengthPredictor,
+        PromptTokenizer,
+        chat_ids,
+        check_model,
+        predict_prompts,
+        read_prompts,
+        write_predictions,
+    )
     from lenscope.store.store import Store
 
     names = predictor_names(args.predictor)
-    prompts = read_prompts(args.prompts)
+    prompts = read_prompts(args.prompts)  # empty, binary, invalid text, repeated ids: refused here
     store = Store() if args.dataset is not None else None
     files = [load_predictor_files(n, store, args.dataset) for n in names]  # hashes checked before the model loads
+    tokenizer = PromptTokenizer.of(args.model)  # the tokenizer alone, where it loads without the weights
+    if tokenizer is not None:
+        chat_ids(tokenizer, prompts)  # a prompt too long for the model's context: refused before the load
+        for f in files:
+            check_model(f, tokenizer.source.spec)
     target = load_target(args)
     predictors = [LengthPredictor(f, target) for f in files]
     with PhaseBars() as bars:
@@ -60,4 +74,3 @@ def run_predict(args: argparse.Namespace) -> int:
         print(f"{len(frame)} predictions ({len(prompts)} prompts x {len(predictors)} predictors) written to "
               f"{args.out}")
     return 0
-

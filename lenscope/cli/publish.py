@@ -8,6 +8,9 @@ from pathlib import Path
 
 from lenscope.cli._common import add_model_args, dataset_arg, load_target
 
+# Each file is written all or nothing, one after another.
+PARTLY_WRITTEN = "interrupted; the files written so far are whole, the others as they were: run it again"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     r = subparsers.add_parser("publish-results", help="write a study's results as the small files under "
@@ -15,13 +18,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--dataset", type=dataset_arg, default="study", help="store dataset whose results to publish")
     r.add_argument("--out", type=Path, default=None, help="folder (default: data/results of the repository)")
     add_model_args(r)  # the claims are read back with the model PiA asked
-    r.set_defaults(func=run_publish)
+    r.set_defaults(func=run_publish, interrupt_note=PARTLY_WRITTEN)
     s = subparsers.add_parser("ship-predictors", help="write a dataset's trained predictors, with manifests, under "
                                                        "data/predictors (what a fresh clone predicts with)")
     s.add_argument("--dataset", type=dataset_arg, default="study",
                    help="store dataset whose trained predictors to ship")
     s.add_argument("--out", type=Path, default=None, help="folder (default: data/predictors of the repository)")
-    s.set_defaults(func=run_ship)
+    s.set_defaults(func=run_ship, interrupt_note=PARTLY_WRITTEN)
 
 
 def run_publish(args: argparse.Namespace) -> int:

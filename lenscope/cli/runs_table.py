@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lenscope.cli._common import dataset_arg, output_file
+from lenscope.cli._common import NOTHING_WRITTEN, dataset_arg, output_file
 
 
 def register(subparsers) -> None:
@@ -23,7 +23,7 @@ def register(subparsers) -> None:
                         "token ids: decode them with the tokenizer of the model the file names (loads that "
                         "model; without it the answer column is empty). Stored runs always have their answer text")
     p.add_argument("--out", type=output_file, required=True, help="file to write: .parquet, .csv or .jsonl")
-    p.set_defaults(func=export_runs_command)
+    p.set_defaults(func=export_runs_command, interrupt_note=NOTHING_WRITTEN)
 
 
 def export_runs_command(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from lenscope.analysis.scheduler.registry import (
 )
 from lenscope.analysis.scheduler.traces import TIME_UNITS
 from lenscope.cli._common import (
+    NOTHING_WRITTEN,
     PhaseBars,
     add_output_args,
     add_ray_args,
@@ -33,6 +34,7 @@ from lenscope.cli._common import (
     shows_text,
     write_data,
 )
+from lenscope.models.atomic_files import write_text
 from lenscope.models.numbers import SEED
 
 # Predictor options whose flag is not a number: the flag's type, and how its value becomes the option's (an imported
@@ -63,7 +65,7 @@ def register(subparsers) -> None:
     _add_predictions_args(e)
     add_output_args(e, "the confusion counts (rows: true-length bucket, columns: predicted)",
                     "n, MAE and Kendall tau with their 95%% CIs, and the confusion counts")
-    e.set_defaults(func=evaluate)
+    e.set_defaults(func=evaluate, interrupt_note=NOTHING_WRITTEN)  # its result is stored when it ends
 
     c = subparsers.add_parser("calibrate-cost", help="fit the simulator's cost model to a latency profile")
     c.add_argument("--profile", type=Path, required=True, help="Splitwise-style perf model CSV")
@@ -71,7 +73,7 @@ def register(subparsers) -> None:
     c.add_argument("--hardware", help="hardware name in the profile (with --model)")
     c.add_argument("--tp", type=positive_int, help="tensor parallel degree")
     c.add_argument("--out", type=output_file, help="write the fitted cost model as JSON")
-    c.set_defaults(func=calibrate)
+    c.set_defaults(func=calibrate, interrupt_note=NOTHING_WRITTEN)
 
 
 def add_sweep_args(p: argparse.ArgumentParser) -> None:
@@ -395,6 +397,6 @@ def calibrate(args: argparse.Namespace) -> int:
     print(json.dumps(fit.cost.to_dict(), indent=2))
     print(f"fit on {fit.n_rows} rows: prefill MAPE {fit.prefill_mape:.1%}, decode MAPE {fit.decode_mape:.1%}")
     if args.out:
-        args.out.write_text(json.dumps(fit.cost.to_dict(), indent=2))
+        write_text(args.out, json.dumps(fit.cost.to_dict(), indent=2))
         print(f"cost model -> {args.out} (use with `lenscope simulate --cost-json {args.out}`)")
     return 0

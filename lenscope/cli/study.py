@@ -25,7 +25,7 @@ def register(subparsers) -> None:
     p.add_argument("--train-only", action="store_true",
                    help="skip importing and collecting: train, attribute and judge on the runs stored now")
     add_ray_args(p, "collect")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, writes_store=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ from lenscope.analysis.drafter.training import (
     train_drafter,
 )
 from lenscope.analysis.egtp.plp import plp_steps, training_steps
+from lenscope.jobs.predictors.artifacts import with_artifact_hashes
 from lenscope.jobs.results.crossval import MAX_STEP, TRAIN_STEPS
 from lenscope.jobs.runs.datasets import JobResult, dataset_runs, require_every_step
 from lenscope.jobs.runs.target_topk import TOPK, run_target_topk
@@ -128,8 +129,8 @@ def train_drafter_job(store: Store, target: TargetModel, dataset: str = "dev", v
               "bf16_autocast": bf16_native(target.device),
               **spec.drafter_overrides(), "fuse_layers": drafter.config.fuse_layers,
               "include_censored": include_censored, **settings}
-    pid = store.save_predictor(name, "drafter", config, metrics, str(path), store.ensure_model(target),
-                               store.dataset_id(dataset))
+    pid = store.save_predictor(name, "drafter", with_artifact_hashes(config, path), metrics, str(path),
+                               store.ensure_model(target), store.dataset_id(dataset))
     store.save_predictions(pid, predictions)
     return JobResult(pid, name, metrics)
 
@@ -205,11 +206,10 @@ def train_probe_job(store: Store, dataset: str = "dev", layer: int | Sequence[in
                "val_mae": min((h["val"] for h in probe.history if "val" in h), default=None)}
     name = probe_name(dataset, layers, mode, view)
     path = probe.save(get_settings().artifact_path("probes", name))
-    pid = store.save_predictor(name, "probe", {"dataset": dataset, "layer": layers[-1], "layers": layers,
-                                               "view": view, "mode": mode, "epochs": epochs, "max_step": max_step,
-                                               "seed": seed, "include_censored": include_censored,
-                                               "train_steps": TRAIN_STEPS},
-                               metrics, str(path), int(runs["model_id"].iloc[0]), store.dataset_id(dataset))
+    row = {"dataset": dataset, "layer": layers[-1], "layers": layers, "view": view, "mode": mode, "epochs": epochs,
+           "max_step": max_step, "seed": seed, "include_censored": include_censored, "train_steps": TRAIN_STEPS}
+    pid = store.save_predictor(name, "probe", with_artifact_hashes(row, path), metrics, str(path),
+                               int(runs["model_id"].iloc[0]), store.dataset_id(dataset))
     store.save_predictions(pid, predictions)
     return JobResult(pid, name, metrics)
 

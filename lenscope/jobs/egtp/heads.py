@@ -26,6 +26,7 @@ from lenscope.analysis.egtp.plp import EVAL_STEPS, plp_inputs, plp_steps, remain
 from lenscope.analysis.egtp.pooling import POOLINGS
 from lenscope.analysis.egtp.training import HeadConfig, HeadTask, load_head, predict, save_head, train_head, train_heads
 from lenscope.analysis.papers import EGTP_ATTRIBUTION_R
+from lenscope.jobs.predictors.artifacts import with_artifact_hashes
 from lenscope.jobs.runs.datasets import dataset_runs, require_every_step
 from lenscope.jobs.runs.features import run_features
 from lenscope.jobs.runs.generate import GenerationSettings, generate_cached
@@ -124,7 +125,8 @@ def _static_heads(store: Store, dataset: str, poolings: Sequence[str], layer: in
                 "include_censored": include_censored}
         path = save_head(res.head, _artifact(name), meta)
         metrics = {**prediction_metrics(frame), "best_epoch": res.best_epoch}
-        pid = store.save_predictor(name, STATIC_KIND, meta, metrics, str(path), dataset_id=dataset_id)
+        pid = store.save_predictor(name, STATIC_KIND, with_artifact_hashes(meta, path), metrics, str(path),
+                                   dataset_id=dataset_id)
         store.save_predictions(pid, frame)
         test = frame[frame["split"] == "test"]
         test_predictions[pooling] = test
@@ -242,7 +244,8 @@ def train_plp(store: Store, dataset: str, layer: int = DEFAULT_LAYER, alpha: flo
     metrics = {**prediction_metrics(frame), "best_epoch": res.best_epoch,
                "test_mae_by_step": curve.to_dict("records")}
     dataset_id = store.dataset_id(dataset)
-    pid = store.save_predictor(name, PLP_KIND, meta, metrics, str(path), dataset_id=dataset_id)
+    pid = store.save_predictor(name, PLP_KIND, with_artifact_hashes(meta, path), metrics, str(path),
+                               dataset_id=dataset_id)
     store.save_predictions(pid, frame[["run_id", "step", "predicted", "true", "split"]])
     return curve
 

@@ -40,8 +40,10 @@ from lenscope.analysis.egtp.training import HeadConfig, save_head
 from lenscope.analysis.results.leaderboard import (
     kendall_tau,
 )
+from lenscope.jobs.predictors.artifacts import with_artifact_hashes
 from lenscope.jobs.runs.datasets import JobResult, dataset_runs
 from lenscope.jobs.runs.features import run_features
+from lenscope.models.atomic_files import write_text
 from lenscope.models.target import TargetModel
 from lenscope.store.memo import TENSORS
 from lenscope.store.settings import get_settings
@@ -211,9 +213,9 @@ def _fit_pia(answers, data, cfg, out, on_progress) -> Fitted:
     estimates = [parse_length_answer(a, fallback, cap) for a in answers]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "answers.json"
-    path.write_text(json.dumps([{"run_id": int(r), "answer": a, "tokens": e.tokens, "flagged": e.flagged,
-                                 "reason": e.reason} for r, a, e in zip(data.runs["run_id"], answers, estimates)],
-                               indent=1))
+    write_text(path, json.dumps([{"run_id": int(r), "answer": a, "tokens": e.tokens, "flagged": e.flagged,
+                                  "reason": e.reason} for r, a, e in zip(data.runs["run_id"], answers, estimates)],
+                                indent=1))
     flagged = sum(e.flagged for e in estimates)
     return Fitted(np.array([e.tokens for e in estimates]), path,
                   {"template": PIA_TEMPLATE, "tokens_per_word": TOKENS_PER_WORD, "fallback_median": fallback,
@@ -246,11 +248,10 @@ def train_baseline(store: Store, dataset: str, baseline: str, target: TargetMode
     frame = data.runs[["run_id", "prompt_id", "split", "scenario"]].assign(step=0, predicted=fitted.predicted,
                                                                            true=data.lengths.numpy())
     metrics = {**prediction_metrics(frame), **fitted.metrics}
-    pid = store.save_predictor(name, BASELINE_KIND, {"baseline": baseline, "dataset": dataset,
-                                                     "description": DESCRIPTIONS[baseline], **asdict(cfg),
-                                                     **fitted.config,
-                                                     "include_censored": bool(data.runs["censored"].any())},
-                               metrics, str(fitted.artifact), int(data.runs["model_id"].iloc[0]),
+    row = {"baseline": baseline, "dataset": dataset, "description": DESCRIPTIONS[baseline], **asdict(cfg),
+           **fitted.config, "include_censored": bool(data.runs["censored"].any())}
+    pid = store.save_predictor(name, BASELINE_KIND, with_artifact_hashes(row, fitted.artifact), metrics,
+                               str(fitted.artifact), int(data.runs["model_id"].iloc[0]),
                                store.dataset_id(dataset))
     store.save_predictions(pid, frame[["run_id", "step", "predicted", "true", "split"]])
     return JobResult(pid, name, metrics)

@@ -5,14 +5,20 @@ training data hash, metrics, weight hashes checked on load), or the ones trained
 A shipped predictor is a folder ``data/predictors/NAME/`` holding its weight files and ``manifest.json``;
 :func:`ship_predictors` writes them from a store (``python -m lenscope ship-predictors``, also the last step of
 ``study --size full``) and :func:`load_predictor` reads either kind back.
+
+Loading either kind requires a list of every file its loader reads with its SHA-256 (a shipped predictor's
+manifest; a stored one's row, recorded when it was trained): a file unlisted, missing or different, a listed file
+that is absent, an unlisted weight or config file in the predictor's own folder, or a manifest that is not one, is
+refused naming the file and how to restore it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import math
+import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,13 +28,20 @@ import pandas as pd
 from safetensors.torch import load_file, save_file
 
 from lenscope.analysis.baselines import PAPERS
+from lenscope.analysis.baselines.ltr import CALIBRATION_FILE
 from lenscope.analysis.core.metrics import prediction_metrics
+from lenscope.analysis.core.safe_files import load_json_file
+from lenscope.analysis.drafter.probes import CONFIG_FILE, WEIGHTS_FILE
 from lenscope.jobs.drafter.training import drafter_name, probe_name
 from lenscope.jobs.egtp.heads import DEFAULT_LAYER, PLP_KIND, STATIC_KIND, predictor_name
+from lenscope.jobs.predictors.artifacts import ARTIFACT_FILES, sha256
 from lenscope.jobs.predictors.baselines import BASELINE_KIND, BASELINES, DESCRIPTIONS, baseline_name
 from lenscope.jobs.results.crossval import runs_digest
 from lenscope.jobs.runs.datasets import all_runs, dataset_runs
 from lenscope.jobs.scheduler.replay import training_median
+from lenscope.models.atomic_files import atomic_path, is_temporary, write_text
+from lenscope.models.drafter import CONFIG_FILE as DRAFTER_CONFIG
+from lenscope.models.drafter import WEIGHTS_FILE as DRAFTER_WEIGHTS
 from lenscope.store.settings import SHIPPED_DATA
 from lenscope.store.store import Store
 
@@ -37,6 +50,16 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "lenscope-predictor/1"
 PROBE_LAYER = 15  # the single-layer probe chosen on validation in the study (README, claims rerun)
 REBUILD = "python -m lenscope study --size full"
+RESTORE = f"`git checkout data/predictors` or rebuild with `{REBUILD}`"
+MANIFEST_BYTES = 1 << 20  # a manifest is a few KB
+SHIPPED_HEAD = "model.safetensors"  # a shipped soft-label head (beside model.json)
+BASELINE_HEAD = "head.safetensors"  # the bucket head of SSJF-MC and S3 (beside head.json)
+BUCKET_BASELINES = ("ssjf-mc", "s3")
+LOADABLE_SUFFIXES = (".json", ".safetensors")  # what a predictor's loader reads: its weights and configs
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+# The fields every manifest holds and their JSON type.
+MANIFEST_FIELDS = {"kind": str, "model": str, "description": str, "files": dict, "config": dict,
+                   "training_data": dict}
 PROMPT_BASELINES = tuple(b for b in BASELINES if b != "pia")  # PiA generates an answer to predict: not shipped
 
 
@@ -92,9 +115,26 @@ def catalog_text(separator: str = "; ") -> str:
 
 def entry(name: str) -> CatalogEntry:
     """The catalog entry of ``name``; ValueError listing the names otherwise."""
+    if not isinstance(name, str):
+        raise TypeError(f"a predictor name is a str (one of {', '.join(CATALOG)}), not {type(name).__name__}")
     if name not in CATALOG:
         raise ValueError(f"unknown predictor {name!r}; choose from {', '.join(CATALOG)}")
     return CATALOG[name]
+
+
+def predictor_list(predictors: str | Iterable[str]) -> list[str]:
+    """The catalog names ``predictors`` gives, one name or several (each checked, a repeated one kept once):
+    TypeError for anything but a name or names, ValueError for none or an unknown one."""
+    if isinstance(predictors, str):
+        predictors = [predictors]
+    elif not isinstance(predictors, Iterable) or isinstance(predictors, bytes):
+        raise TypeError(f"predictors must be a predictor name or a list of them, not {type(predictors).__name__}")
+    names = list(predictors)
+    if not names:
+        raise ValueError("name at least one predictor")
+    for name in names:
+        entry(name)
+    return list(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -114,13 +154,26 @@ class PredictorFiles:
     def source(self) -> str:
         return self.manifest.get("source", "shipped")
 
+    @property
+    def folder(self) -> Path | None:
+        """The folder its files lie in (a head saved as a file lies in a folder shared with other heads)."""
+        return None if self.path is None else self.path if self.path.is_dir() else self.path.parent
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    @property
+    def reads(self) -> list[str]:
+        """The names, in :attr:`folder`, of the files :class:`~lenscope.jobs.predictors.predict.LengthPredictor`
+        reads (the weights first)."""
+        if self.path is None or self.kind == "constant":
+            return []
+        if self.kind in SOFT_LABEL_KINDS:
+            head = self.path if self.path.is_file() else Path(SHIPPED_HEAD)
+            return [head.name, head.with_suffix(".json").name]
+        if self.kind == "drafter":
+            return [DRAFTER_WEIGHTS, DRAFTER_CONFIG]
+        baseline = self.manifest["config"].get("baseline") if self.kind == BASELINE_KIND else None
+        if baseline in BUCKET_BASELINES:
+            return [BASELINE_HEAD, Path(BASELINE_HEAD).with_suffix(".json").name]
+        return [WEIGHTS_FILE, CONFIG_FILE, *([CALIBRATION_FILE] if baseline == "ltr" else [])]
 
 
 def verify_file(path: Path, expected: str, owner: str, restore: str) -> None:
@@ -133,11 +186,62 @@ def verify_file(path: Path, expected: str, owner: str, restore: str) -> None:
                          f"{restore}")
 
 
-def check_files(folder: Path, manifest: dict) -> None:
-    """ValueError unless every weight file the manifest lists is in ``folder`` with the hash it records."""
-    for file, expected in manifest.get("files", {}).items():
-        verify_file(folder / file, expected, f"shipped predictor {folder.name!r}",
-                    f"`git checkout data/predictors` or rebuild with `{REBUILD}`")
+def check_files(files: PredictorFiles, listing: str, owner: str, restore: str) -> None:
+    """ValueError unless ``listing`` (its manifest, or its store row) lists every file the predictor's loader
+    reads, each listed file is in its folder with the SHA-256 it records, and a folder of its own holds no unlisted
+    weight or config file. ``owner`` names the predictor, ``restore`` says how to get a good copy back."""
+    listed = files.manifest["files"]
+    unlisted = [name for name in files.reads if name not in listed]
+    if unlisted:
+        raise ValueError(f"{listing} does not list {unlisted[0]}, which {owner} loads; restore it with {restore}")
+    if files.folder is None:
+        if listed:
+            raise ValueError(f"{listing} lists {next(iter(listed))}, but {owner} has no files")
+        return
+    for file, expected in listed.items():
+        verify_file(files.folder / file, expected, owner, restore)
+    if files.path.is_dir():
+        extra = sorted(f.name for f in files.folder.iterdir() if f.is_file() and f.suffix in LOADABLE_SUFFIXES
+                       and f.name != MANIFEST and f.name not in listed and not is_temporary(f))
+        if extra:
+            raise ValueError(f"{files.folder / extra[0]} is not listed in {listing}: remove it, or restore "
+                             f"{owner} with {restore}")
+
+
+def _manifest_problem(manifest: object, kind: str) -> str | None:
+    """Why ``manifest`` is not a predictor manifest of ``kind`` (its fields, file list and config), or None."""
+    if not isinstance(manifest, dict):
+        return "is not a JSON object"
+    if manifest.get("format") != MANIFEST_FORMAT:
+        return f"is not a {MANIFEST_FORMAT} manifest"
+    for field, type_ in MANIFEST_FIELDS.items():
+        if not isinstance(manifest.get(field), type_):
+            return f"{field} must be a JSON {'object' if type_ is dict else 'text'}, not {manifest.get(field)!r:.40}"
+    if manifest["kind"] != kind:
+        return f"kind is {manifest['kind']!r:.40}, not {kind!r}"
+    for file, digest in manifest["files"].items():
+        if Path(file).name != file or file in (".", "..", MANIFEST):
+            return f"files lists {file!r:.60}, not a file name of the predictor's folder"
+        if not isinstance(digest, str) or not SHA256_HEX.fullmatch(digest):
+            return f"files.{file} must be a SHA-256 (64 hex digits), not {digest!r:.40}"
+    baseline = manifest["config"].get("baseline")
+    if kind == BASELINE_KIND and baseline not in PROMPT_BASELINES:
+        return f"config.baseline must be one of {', '.join(PROMPT_BASELINES)}, not {baseline!r:.40}"
+    median = manifest["config"].get("median")
+    if kind == "constant" and (type(median) not in (int, float) or not math.isfinite(median)):
+        return f"config.median must be a number, not {median!r:.40}"
+    return None
+
+
+def read_manifest(path: Path, kind: str) -> dict:
+    """The predictor manifest at ``path`` of a predictor of ``kind``; a one-line ValueError naming ``path`` when
+    it is not JSON or not such a manifest."""
+    manifest = load_json_file(path, MANIFEST_BYTES, "predictor manifest")
+    problem = _manifest_problem(manifest, kind)
+    if problem:
+        raise ValueError(f"predictor manifest {str(path)!r} {problem}" if problem.startswith("is ")
+                         else f"predictor manifest {str(path)!r}: {problem}")
+    return manifest
 
 
 def shipped_names(root: Path = SHIPPED_DIR) -> list[str]:
@@ -153,11 +257,10 @@ def shipped_predictor(name: str, root: Path = SHIPPED_DIR) -> PredictorFiles:
         shipped = ", ".join(shipped_names(root)) or "none"
         raise ValueError(f"no shipped predictor {name!r} under {root} (shipped: {shipped}); train it with "
                          f"`{REBUILD}` or pick one with --dataset")
-    manifest = json.loads((folder / MANIFEST).read_text())
-    if manifest.get("format") != MANIFEST_FORMAT:
-        raise ValueError(f"{folder / MANIFEST} is not a {MANIFEST_FORMAT} manifest")
-    check_files(folder, manifest)
-    return PredictorFiles(name, manifest["kind"], folder, manifest)
+    manifest = read_manifest(folder / MANIFEST, CATALOG[name].kind)
+    files = PredictorFiles(name, manifest["kind"], folder, manifest)
+    check_files(files, str(folder / MANIFEST), f"shipped predictor {name!r}", RESTORE)
+    return files
 
 
 def _training_data(store: Store, dataset: str) -> dict:
@@ -170,15 +273,30 @@ def _training_data(store: Store, dataset: str) -> dict:
             "runs_digest": runs_digest(runs), "train_digest": runs_digest(train)}
 
 
+class NoPredictor(ValueError):
+    """The store holds no predictor of that name on that dataset (nothing trained, or no runs)."""
+
+
 def _model(store: Store, dataset: str) -> str:
     runs = store.runs_frame(dataset)
     if runs.empty:
-        raise ValueError(f"dataset {dataset!r} has no runs")
+        raise NoPredictor(f"dataset {dataset!r} has no runs")
     return store.model_source(int(runs["model_id"].iloc[0]))
 
 
+def retrain_command(name: str, dataset: str) -> str:
+    """The command that trains predictor ``name`` on store dataset ``dataset`` again."""
+    kind = entry(name).kind
+    command = {STATIC_KIND: f"train-egtp --pooling {name}", PLP_KIND: "train-plp",
+               "probe": f"train-probe --layer {PROBE_LAYER}", "drafter": "train-drafter",
+               BASELINE_KIND: f"train-baselines --only {name}"}.get(kind, "study")
+    return f"`python -m lenscope {command} --dataset {dataset}`"
+
+
 def store_predictor(store: Store, name: str, dataset: str) -> PredictorFiles:
-    """Predictor ``name`` as trained on ``dataset`` in the store (its artifact and registry row)."""
+    """Predictor ``name`` as trained on ``dataset`` in the store (its artifact and registry row), its files checked
+    against the hashes its row recorded when it was trained (a row saved without them is refused: retrain it).
+    :class:`NoPredictor` when none was trained."""
     spec = entry(name)
     manifest = {"format": MANIFEST_FORMAT, "name": name, "kind": spec.kind, "source": f"store dataset {dataset!r}",
                 "model": _model(store, dataset), "description": spec.description,
@@ -191,12 +309,23 @@ def store_predictor(store: Store, name: str, dataset: str) -> PredictorFiles:
     frame = store.predictors_frame(spec.kind)
     row = frame[frame["name"] == spec.store_name(dataset)]
     if row.empty:
-        raise ValueError(f"no {name!r} predictor trained on dataset {dataset!r} (looked for "
-                         f"{spec.store_name(dataset)!r}); train it with `python -m lenscope study` or leave out "
-                         "--dataset to use the shipped one")
+        raise NoPredictor(f"no {name!r} predictor trained on dataset {dataset!r} (looked for "
+                          f"{spec.store_name(dataset)!r}); train it with `python -m lenscope study` or leave out "
+                          "--dataset to use the shipped one")
     row = row.iloc[0]
-    return PredictorFiles(name, spec.kind, Path(row["artifact_path"]),
-                          {**manifest, "store_name": row["name"], "config": row["config"], "metrics": row["metrics"]})
+    owner, retrain = f"stored predictor {row['name']!r}", retrain_command(name, dataset)
+    config = dict(row["config"]) if isinstance(row["config"], dict) else {}
+    hashes = config.pop(ARTIFACT_FILES, None)
+    if hashes is None:
+        raise ValueError(f"{owner} was trained before lenscope recorded the hashes of a predictor's files, so its "
+                         f"files cannot be checked; train it again with {retrain}")
+    manifest = {**manifest, "store_name": row["name"], "config": config, "metrics": row["metrics"], "files": hashes}
+    problem = _manifest_problem(manifest, spec.kind)
+    if problem:
+        raise ValueError(f"the store's row of {owner}: {problem}; train it again with {retrain}")
+    files = PredictorFiles(name, spec.kind, Path(row["artifact_path"]), manifest)
+    check_files(files, f"the store's row of {owner}", owner, f"{retrain} (the files differ from those it trained)")
+    return files
 
 
 def _source_hash(files: PredictorFiles) -> str | None:
@@ -214,12 +343,13 @@ def shipped_fresh(store: Store, dataset: str, root: Path = SHIPPED_DIR) -> bool:
     for name in CATALOG:
         try:
             files = store_predictor(store, name, dataset)
-        except ValueError:
+        except NoPredictor:
             continue
         path = root / name / MANIFEST
-        if not path.is_file():
+        try:
+            shipped = read_manifest(path, files.kind)
+        except ValueError:  # missing or damaged: not shipped from these weights
             return False
-        shipped = json.loads(path.read_text())
         if (shipped.get("source_sha256") != _source_hash(files)
                 or shipped.get("training_data") != files.manifest["training_data"]
                 or shipped.get("config") != _plain(files.manifest.get("config"))):
@@ -228,45 +358,54 @@ def shipped_fresh(store: Store, dataset: str, root: Path = SHIPPED_DIR) -> bool:
 
 
 def _copy_weights(files: PredictorFiles, folder: Path) -> dict[str, str]:
-    """Copy a store predictor's weights into ``folder`` (a drafter's in float16); {file: sha256}."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Copy the files of a store predictor listed in its row into ``folder`` (a drafter's weights in float16), each
+    file written whole; {file: sha256}."""
     source = files.path
     if source.is_file():  # a head saved as FILE.safetensors beside FILE.json
-        stem = "model" if files.kind in SOFT_LABEL_KINDS else source.stem
+        stem = Path(SHIPPED_HEAD).stem if files.kind in SOFT_LABEL_KINDS else source.stem
         pairs = [(source, f"{stem}.safetensors"), (source.with_suffix(".json"), f"{stem}.json")]
     else:
-        pairs = [(source / f.name, f.name) for f in sorted(source.iterdir()) if f.is_file()]
+        pairs = [(source / name, name) for name in sorted(files.manifest["files"])]
     for src, dst in pairs:
-        if files.kind == "drafter" and dst.endswith(".safetensors"):
-            state = load_file(str(src))
-            save_file({k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in state.items()},
-                      str(folder / dst))
-        else:
-            shutil.copyfile(src, folder / dst)
+        with atomic_path(folder / dst) as temporary:
+            if files.kind == "drafter" and dst.endswith(".safetensors"):
+                state = load_file(str(src))
+                save_file({k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in state.items()},
+                          str(temporary))
+            else:
+                shutil.copyfile(src, temporary)
     return {dst: sha256(folder / dst) for _, dst in pairs}
 
 
 def ship_predictors(store: Store, dataset: str, root: Path = SHIPPED_DIR,
                     extra_metrics: Callable[[PredictorFiles], dict] | None = None) -> list[str]:
     """Write every catalog predictor trained on ``dataset`` to ``root/NAME/`` (weights and manifest); returns
-    the names written (those not trained are skipped). ``extra_metrics`` adds measured numbers to a manifest."""
+    the names written (those not trained are skipped). ``extra_metrics`` adds measured numbers to a manifest.
+
+    Each file is written whole (:mod:`lenscope.models.atomic_files`), the manifest last, then files it does not
+    list are removed: a stop midway leaves the old manifest, whose hashes refuse any new weight file beside it."""
     written = []
     for name in CATALOG:
         try:
             files = store_predictor(store, name, dataset)
-        except ValueError:
+        except NoPredictor:
             continue
         folder = root / name
-        if folder.exists():
-            shutil.rmtree(folder)
-        hashes = {} if files.path is None else _copy_weights(files, folder)
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"{folder} is a file, not a predictor folder; remove it")
         folder.mkdir(parents=True, exist_ok=True)
+        hashes = {} if files.path is None else _copy_weights(files, folder)
         manifest = {**files.manifest, "source": "shipped", "files": hashes, "rebuild": REBUILD,
                     "source_sha256": _source_hash(files),
                     "created": datetime.now(UTC).isoformat(timespec="seconds")}
         if extra_metrics is not None:
             manifest["metrics"] = {**(manifest.get("metrics") or {}), **extra_metrics(files)}
-        (folder / MANIFEST).write_text(json.dumps(_plain(manifest), indent=1, sort_keys=True) + "\n")
+        write_text(folder / MANIFEST, json.dumps(_plain(manifest), indent=1, sort_keys=True) + "\n")
+        for left in folder.iterdir():
+            if left.is_dir():
+                shutil.rmtree(left)
+            elif left.name != MANIFEST and left.name not in hashes:
+                left.unlink()
         written.append(name)
     return written
 
@@ -297,7 +436,7 @@ def shipped_summary(root: Path = SHIPPED_DIR) -> pd.DataFrame:
     to the constant, the q10-q90 interval's coverage, and the runs it was trained on (from the manifests)."""
     rows = []
     for name in shipped_names(root):
-        m = json.loads((root / name / MANIFEST).read_text())
+        m = read_manifest(root / name / MANIFEST, CATALOG[name].kind)
         metrics, data = m.get("metrics") or {}, m["training_data"]
         row = {"predictor": name, "test runs": metrics.get("n_runs"),
                "static MAE": metrics.get("static_mae"), "lo": metrics.get("static_mae_lo"),
@@ -305,8 +444,8 @@ def shipped_summary(root: Path = SHIPPED_DIR) -> pd.DataFrame:
                "vs constant lo": metrics.get("static_vs_constant_lo"),
                "vs constant hi": metrics.get("static_vs_constant_hi"),
                "interval coverage": metrics.get("interval_coverage"),
-               "trained on": f"{data.get('train_finished', data['train_runs'])} finished train runs of "
-                             f"{data['dataset']!r}", "what": m["description"]}
+               "trained on": f"{data.get('train_finished', data.get('train_runs'))} finished train runs of "
+                             f"{data.get('dataset')!r}", "what": m["description"]}
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -9,10 +9,13 @@ distribution.
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Sequence
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 import pandas as pd
@@ -39,21 +42,26 @@ from lenscope.analysis.egtp.pooling import pool
 from lenscope.analysis.egtp.training import load_head
 from lenscope.jobs.egtp.heads import PLP_KIND, STATIC_KIND, FeatureTable, feature_table
 from lenscope.jobs.predictors.baselines import BASELINE_KIND, prompt_embeddings
-from lenscope.jobs.predictors.catalog import PredictorFiles
+from lenscope.jobs.predictors.catalog import BASELINE_HEAD, BUCKET_BASELINES, PredictorFiles
 from lenscope.jobs.runs.datasets import dataset_runs
+from lenscope.models.atomic_files import atomic_path
 from lenscope.models.drafter import Drafter, length_from_log
-from lenscope.models.target import SequenceFeatures, TargetModel, lone_surrogate
+from lenscope.models.gguf_checkpoint import find_converted
+from lenscope.models.sources import LOCAL_LOAD_OPTIONS, ModelSource, load_options, resolve_source
+from lenscope.models.target import SequenceFeatures, TargetModel, lone_surrogate, looks_binary
 from lenscope.store.store import Store
 
 QUANTILES = (0.1, 0.5, 0.9)
 QUANTILE_COLUMNS = tuple(f"q{int(q * 100)}_tokens" for q in QUANTILES)
 BATCH = 16  # prompts a forward pass
+EXPECTED = "a list (or any iterable) of prompt texts, or a DataFrame with a 'prompt' column (and optionally 'id')"
 
 
 def read_prompts(path: str | Path) -> pd.DataFrame:
     """Prompts (columns ``id``, ``prompt``) from JSON lines with ``prompt`` and an optional ``id``, a CSV with a
-    ``prompt`` column (and optionally ``id``), or plain text with one prompt a line. Missing ids become the
-    prompt's 1-based position. ValueError on an empty file, a missing column or an empty prompt; LimitError (a
+    ``prompt`` column (and optionally ``id``), or plain text with one prompt a line, checked as every prompt is
+    (:func:`prompt_table`). ValueError on an empty file, a missing column, a prompt that is empty, binary or not
+    valid text, or an id given twice; LimitError (a
     ValueError) on anything but a regular file, or one over the bounds of :mod:`lenscope.analysis.core.safe_files`
     (bytes:
     :func:`~lenscope.analysis.core.safe_files.disk_limit`, a share of the memory available; line length, CSV columns,
@@ -96,15 +104,65 @@ def read_prompts(path: str | Path) -> pd.DataFrame:
     return _checked(frame, path.name)
 
 
+def prompt_table(prompts: pd.DataFrame | Iterable[str], name: str = "the prompts") -> pd.DataFrame:
+    """``prompts`` as the frame (``id``, ``prompt``) every prediction reads: a DataFrame's ``prompt`` and ``id``
+    columns, or the texts of any iterable (read once). TypeError for a bare string or anything but texts; then the
+    checks of every prompt, whatever it came from (:func:`_checked`)."""
+    if isinstance(prompts, str | bytes):
+        raise TypeError(f"prompts must be {EXPECTED}, not a single {type(prompts).__name__}; wrap one prompt in a "
+                        "list: [prompt]")
+    if isinstance(prompts, pd.DataFrame):
+        if "prompt" not in prompts:
+            raise ValueError(f"the prompts frame has no 'prompt' column (columns: {column_list(prompts.columns)})")
+        frame = pd.DataFrame({"id": prompts["id"].to_numpy() if "id" in prompts else None,
+                              "prompt": prompts["prompt"].to_numpy()}, dtype=object)
+    elif isinstance(prompts, Iterable):
+        frame = pd.DataFrame({"id": None, "prompt": list(prompts)}, dtype=object)
+    else:
+        raise TypeError(f"prompts must be {EXPECTED}, not {type(prompts).__name__}")
+    wrong = next(((k, p) for k, p in enumerate(frame["prompt"], start=1) if not isinstance(p, str)), None)
+    if wrong is not None:
+        what = "missing (None or NaN)" if _missing(wrong[1]) else type(wrong[1]).__name__
+        raise TypeError(f"prompt {wrong[0]} is {what}, not a str: prompts must be {EXPECTED}")
+    return _checked(frame, name)
+
+
+def _missing(value: object) -> bool:
+    """Whether a cell holds no value (None, NaN, pd.NA)."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _prompt_problem(prompt: object) -> str | None:
+    """Why ``prompt`` is no prompt text (what :meth:`TargetModel.chat_ids` refuses before tokenizing), or None."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        return "is empty or not text"
+    if looks_binary(prompt):
+        return "looks like binary data (NUL or many control characters), not text"
+    invalid = lone_surrogate(prompt)
+    return f"is not valid text: {invalid}" if invalid else None
+
+
 def _checked(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``frame`` (``id``, ``prompt``) with every prompt checked (:func:`_prompt_problem`: the first failure and how
+    many fail) and unique ids, a missing or empty one becoming the prompt's 1-based position."""
     if frame.empty:
         raise ValueError(f"{name} holds no prompts")
-    bad = [i + 1 for i, p in enumerate(frame["prompt"]) if not isinstance(p, str) or not p.strip()]
+    bad = [(k, problem) for k, p in enumerate(frame["prompt"], start=1) if (problem := _prompt_problem(p))]
     if bad:
-        raise ValueError(f"{name}: prompt {bad[0]} is empty or not text ({len(bad)} such prompts)")
-    given = frame["id"].notna() & (frame["id"].astype(str).str.strip() != "")  # an empty CSV cell is no id
-    ids = frame["id"].where(given, pd.Series(range(1, len(frame) + 1), index=frame.index))
-    return frame.assign(id=ids.astype(str)).reset_index(drop=True)
+        alike = sum(1 for _, problem in bad if problem == bad[0][1])
+        raise ValueError(f"{name}: prompt {bad[0][0]} {bad[0][1]} ({alike} such prompts)")
+    ids = [str(k) if _missing(i) or not str(i).strip() else str(i)  # an empty CSV cell is no id
+           for k, i in enumerate(frame["id"], start=1)]
+    invalid = next((f"id {k}: {why}" for k, i in enumerate(ids, start=1) if (why := lone_surrogate(i, "the id"))), None)
+    if invalid:
+        raise ValueError(f"{name}: {invalid}")
+    counts = Counter(ids)
+    if len(counts) < len(ids):
+        twice = next(i for i in ids if counts[i] > 1)
+        rows = [k for k, i in enumerate(ids, start=1) if i == twice]
+        raise ValueError(f"{name}: id {twice!r:.60} is given to prompts {rows[0]} and {rows[1]} "
+                         f"({sum(n > 1 for n in counts.values())} ids repeat); give each prompt its own id")
+    return frame.assign(id=pd.Series(ids, index=frame.index, dtype=str)).reset_index(drop=True)
 
 
 @dataclass
@@ -130,8 +188,8 @@ class Baseline:
     def load(cls, path: Path, config: dict) -> Baseline:
         """The baseline saved at ``path`` (its folder, or its head file in a folder)."""
         folder, name = (path.parent if path.is_file() else path), config["baseline"]
-        if name in ("ssjf-mc", "s3"):
-            return cls(name, load_head(folder / "head.safetensors")[0], [])
+        if name in BUCKET_BASELINES:
+            return cls(name, load_head(folder / BASELINE_HEAD)[0], [])
         probe = LengthProbe.load(folder)
         if name == "trail":
             return cls(name, probe, [int(config["trail_layer"])])
@@ -168,22 +226,66 @@ def _with_quantiles(predicted, probs: torch.Tensor, head: SoftLabelHead) -> pd.D
     return out
 
 
+def check_model(files: PredictorFiles, model: str) -> None:
+    """ValueError unless predictor ``files`` was trained on the states of ``model`` (a resolved model spec)."""
+    if files.model != model:
+        raise ValueError(f"predictor {files.name!r} was trained on the states of {files.model}, not of {model}; "
+                         f"load that model (--model {files.model}) or train one on yours")
+
+
+class PromptTokenizer(TargetModel):
+    """A model's tokenizer and config without its weights: :meth:`TargetModel.chat_ids` refuses a prompt too long
+    for the context (or empty, binary) in about a second, before the weights load."""
+
+    def __init__(self, tokenizer, config, source: ModelSource) -> None:  # no weights: not TargetModel.__init__
+        self.tokenizer, self.config, self.source, self._prefixes = tokenizer, config, source, {}
+
+    @classmethod
+    def of(cls, spec: str) -> PromptTokenizer | None:
+        """The tokenizer of model ``spec`` where it loads without the weights (a local checkpoint folder, a GGUF
+        file's converted copy); None elsewhere (a hub id, a GGUF not yet converted: the load that needs the weights
+        says what is wrong)."""
+        from transformers import AutoConfig, AutoTokenizer
+
+        try:
+            source = resolve_source(spec)
+            if not source.local:
+                return None
+            path, options = source.path, load_options(source)
+            if source.gguf_file:
+                path, options = find_converted(Path(source.path) / source.gguf_file), LOCAL_LOAD_OPTIONS
+            if path is None:
+                return None
+            return cls(AutoTokenizer.from_pretrained(path, **options), AutoConfig.from_pretrained(path, **options),
+                       source)
+        except Exception:  # noqa: BLE001 - any failure: the model's own load reports it
+            return None
+
+
+def chat_ids(model: TargetModel, frame: pd.DataFrame) -> list[list[int]]:
+    """The chat-formatted ids of every prompt of ``frame`` on ``model``; ValueError naming the first it refuses
+    (empty, binary, longer than the model's context)."""
+    ids = []
+    for key, prompt in zip(frame["id"], frame["prompt"]):
+        try:
+            ids.append(model.chat_ids(prompt))
+        except ValueError as exc:
+            raise ValueError(f"prompt {key}: {exc}") from None
+    return ids
+
+
 class LengthPredictor:
     """A loaded predictor: ``layers`` it reads from the target, and ``predict`` over prefilled prompts."""
 
     def __init__(self, files: PredictorFiles, target: TargetModel) -> None:
-        model = files.model
-        if model != target.source.spec:
-            raise ValueError(f"predictor {files.name!r} was trained on the states of {model}, not of "
-                             f"{target.source.spec}; load that model (--model {model}) or train one on yours")
+        check_model(files, target.source.spec)
         self.files, self.target = files, target
         config = files.manifest.get("config") or {}
         self.head: SoftLabelHead | None = None
         self.probe: LengthProbe | None = None
         self.drafter: Drafter | None = None
         if files.kind in (STATIC_KIND, PLP_KIND):
-            head_file = files.path / "model.safetensors" if files.path.is_dir() else files.path
-            self.head, meta = load_head(head_file)
+            self.head, meta = load_head(files.folder / files.reads[0])
             self.layers = [int(meta["layer"])]
             self.alpha = float(meta["alpha"])
             self.pooling = meta.get("pooling", meta.get("prompt_pooling", "egtp"))
@@ -210,9 +312,9 @@ class LengthPredictor:
     def manifest(self) -> dict:
         return self.files.manifest
 
-    def predict(self, prompts: pd.DataFrame | Sequence[str], on_progress: Progress = no_progress) -> pd.DataFrame:
-        """Predictions for ``prompts`` (texts, or a frame with ``id`` and ``prompt``): :func:`predict_prompts`'s
-        columns without ``predictor``."""
+    def predict(self, prompts: pd.DataFrame | Iterable[str], on_progress: Progress = no_progress) -> pd.DataFrame:
+        """Predictions for ``prompts`` (any iterable of texts, or a frame with ``prompt`` and optionally ``id``;
+        :func:`prompt_table`): :func:`predict_prompts`'s columns without ``predictor``."""
         return predict_prompts(self.target, prompts, [self], on_progress).drop(columns="predictor")
 
     @torch.no_grad()
@@ -262,23 +364,13 @@ def prefill(target: TargetModel, prompts: Sequence[str], ids: Sequence[list[int]
     return out
 
 
-def predict_prompts(target: TargetModel, prompts: pd.DataFrame | Sequence[str],
+def predict_prompts(target: TargetModel, prompts: pd.DataFrame | Iterable[str],
                     predictors: Sequence[LengthPredictor], on_progress: Progress = no_progress) -> pd.DataFrame:
     """One row per (prompt, predictor): ``id``, ``predictor``, ``predicted_tokens`` and, for soft-label heads,
-    the :data:`QUANTILE_COLUMNS` (empty for the others), plus ``prompt_tokens``."""
-    if not isinstance(prompts, pd.DataFrame):  # a lone surrogate is said here, not by the frame's text column
-        for k, prompt in enumerate(prompts, start=1):
-            invalid = isinstance(prompt, str) and lone_surrogate(prompt)
-            if invalid:
-                raise ValueError(f"prompt {k}: {invalid}")
-    frame = prompts if isinstance(prompts, pd.DataFrame) else _checked(
-        pd.DataFrame({"id": None, "prompt": list(prompts)}), "the prompt list")
-    ids = []
-    for key, prompt in zip(frame["id"], frame["prompt"]):  # every prompt checked before any forward pass
-        try:
-            ids.append(target.chat_ids(prompt))
-        except ValueError as exc:
-            raise ValueError(f"prompt {key}: {exc}") from None
+    the :data:`QUANTILE_COLUMNS` (empty for the others), plus ``prompt_tokens``. ``prompts``: see
+    :func:`prompt_table`; every prompt is checked before any forward pass."""
+    frame = prompt_table(prompts)
+    ids = chat_ids(target, frame)
     prefills = prefill(target, frame["prompt"].tolist(), ids, [lay for p in predictors for lay in p.layers],
                        on_progress)
     parts = []
@@ -292,9 +384,13 @@ def predict_prompts(target: TargetModel, prompts: pd.DataFrame | Sequence[str],
     return pd.concat(parts, ignore_index=True).reindex(columns=columns)
 
 
-def write_predictions(frame: pd.DataFrame, path: str | Path) -> None:
-    """The predictions as CSV (tokens rounded to 0.1)."""
-    frame.round(1).to_csv(path, index=False, quoting=csv.QUOTE_MINIMAL)
+def write_predictions(frame: pd.DataFrame, path: str | Path | TextIO) -> None:
+    """The predictions as CSV (tokens rounded to 0.1) to a stream, or to a file written whole."""
+    if not isinstance(path, str | Path):
+        frame.round(1).to_csv(path, index=False, quoting=csv.QUOTE_MINIMAL)
+        return
+    with atomic_path(path) as temporary:
+        frame.round(1).to_csv(temporary, index=False, quoting=csv.QUOTE_MINIMAL)
 
 
 def interval_metrics(store: Store, dataset: str) -> Callable[[PredictorFiles], dict]:
@@ -305,7 +401,7 @@ def interval_metrics(store: Store, dataset: str) -> Callable[[PredictorFiles], d
 
     def inputs(files: PredictorFiles) -> tuple[SoftLabelHead, torch.Tensor, np.ndarray] | None:
         """The head, its inputs on the test runs and their true lengths; None for a head without quantiles."""
-        if files.kind == BASELINE_KIND and files.manifest["config"]["baseline"] in ("ssjf-mc", "s3"):
+        if files.kind == BASELINE_KIND and files.manifest["config"]["baseline"] in BUCKET_BASELINES:
             runs = dataset_runs(store, dataset)
             test = runs[runs["split"] == "test"]
             return (load_head(files.path)[0], prompt_embeddings(store, test["prompt"].tolist()),

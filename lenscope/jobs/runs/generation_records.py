@@ -7,12 +7,13 @@ the model's context or the answer its ``max_new_tokens``, the settings are not :
 (a temperature of ``"hot"``, a top-p of 2), ``finished`` disagrees with the answer's last token (a finished answer
 ends with one of the model's end-of-turn/stop ids, an unfinished one does not), the prompt is not valid text or
 its tokens are not the model's. :func:`check_generations` checks every record and raises one line: the first
-failure and how many other records fail.
+failure and how many other records fail; :func:`check_records` does the same for the checks that need no model
+(``export-runs --generations``, which reads a file without loading its model).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
 from lenscope.analysis.data.scenarios import SCENARIOS
@@ -87,9 +88,11 @@ def _settings_problem(settings: dict) -> str | None:
     return None
 
 
-def record_problem(record: object, limits: RecordLimits) -> str | None:
-    """Why ``record`` cannot be stored as a run of the model of ``limits`` (its first failing field), or None. The
-    prompt's tokens are checked by :func:`check_generations` (they need the model's tokenizer)."""
+def record_problem(record: object, limits: RecordLimits | None = None) -> str | None:
+    """Why ``record`` cannot be stored as a run of the model of ``limits`` (its first failing field), or None; without
+    ``limits``, only what needs no model (fields and their types, texts, scenario, settings, non-empty token lists
+    within the settings' cap). The prompt's tokens are checked by :func:`check_generations` (they need the model's
+    tokenizer)."""
     if not isinstance(record, dict):
         return f"is {_kind(record)}, not a JSON object"
     missing = [name for name in RECORD_FIELDS if name not in record]
@@ -113,13 +116,15 @@ def record_problem(record: object, limits: RecordLimits) -> str | None:
         return "prompt_ids is empty"
     if not output_ids:
         return "output_ids is empty (a run holds at least one answer token)"
+    cap = settings.get("max_new_tokens")
+    if cap is not None and len(output_ids) > cap:
+        return f"output_ids holds {len(output_ids):,} tokens, more than settings.max_new_tokens = {cap:,}"
+    if limits is None:
+        return None
     total = len(prompt_ids) + len(output_ids)
     if total > limits.context_length:
         return (f"prompt_ids + output_ids = {len(prompt_ids):,} + {len(output_ids):,} = {total:,} tokens, past the "
                 f"context of {limits.model} ({limits.context_length:,} tokens)")
-    cap = settings.get("max_new_tokens")
-    if cap is not None and len(output_ids) > cap:
-        return f"output_ids holds {len(output_ids):,} tokens, more than settings.max_new_tokens = {cap:,}"
     problem = _bad_id(prompt_ids, "prompt_ids", limits) or _bad_id(output_ids, "output_ids", limits)
     if problem:
         return problem
@@ -157,11 +162,18 @@ def check_generations(target: TargetModel, source: str, header: dict, records: S
                                or not all(type(layer) is int for layer in layers)):
         raise ValueError(f"{source}: the header's layers must be a list of layer numbers, not {_shown(layers)}")
     limits = RecordLimits.of(target)
+    check_records(source, records, lambda record: record_problem(record, limits) or _prompt_problem(record, target))
+
+
+def check_records(source: str, records: Sequence[object],
+                  problem: Callable[[object], str | None] = record_problem) -> None:
+    """Raise ValueError (one line) when a record of file ``source`` has a ``problem`` (by default what
+    :func:`record_problem` checks without a model): the first, by its number, and how many others fail."""
     failures = []
     for number, record in enumerate(records, start=1):
-        problem = record_problem(record, limits) or _prompt_problem(record, target)
-        if problem:
-            failures.append(f"{source} record {number:,}: {problem}")
+        found = problem(record)
+        if found:
+            failures.append(f"{source} record {number:,}: {found}")
     if failures:
         more = len(failures) - 1
         others = f"{more:,} more records fail" if more > 1 else "1 more record fails"

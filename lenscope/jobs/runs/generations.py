@@ -10,7 +10,6 @@ collection survives the machine it started on, a few MB at a time.
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import zlib
@@ -22,6 +21,7 @@ from lenscope.analysis.core.safe_files import LimitError, bounded_lines, disk_li
 from lenscope.jobs.runs.generation_records import check_generations
 from lenscope.jobs.runs.generation_records import generated_by as generated_by  # where it was, for its callers
 from lenscope.jobs.runs.target_topk import TOPK, keep_import_topk
+from lenscope.models.atomic_files import atomic_gzip
 from lenscope.models.engine import Generation
 from lenscope.models.target import TOP_K, TargetModel
 from lenscope.store.store import NewRun, Store
@@ -45,7 +45,7 @@ def export_generations(store: Store, dataset: str, path: Path, on_progress: Prog
     layers = (store.dataset_config(dataset) or {}).get("layers")
     model = store.model_source(int(runs["model_id"].iloc[0]))
     path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt", encoding="utf-8") as fh:
+    with atomic_gzip(path, "wt") as fh:  # all or nothing: a stopped export leaves the previous file
         for i, row in enumerate(runs.itertuples()):
             run = store.load_run(int(row.run_id), layers=[])
             if i == 0:

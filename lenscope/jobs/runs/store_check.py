@@ -1,4 +1,5 @@
-"""Check a store (database integrity, damaged or missing tensor files, orphans, leftovers) and repair it."""
+"""Check a store (database integrity, damaged or missing tensor files, orphans, leftovers, a full disk) and repair
+it."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import select, text
+from sqlalchemy.exc import DatabaseError
 
 from lenscope.analysis.core.progress import Progress, no_progress
+from lenscope.models.atomic_files import is_temporary
+from lenscope.store.errors import store_error
 from lenscope.store.schema import PredictorRecord, Result, Run
+from lenscope.store.settings import get_settings
 from lenscope.store.store import Store
 from lenscope.store.tensors import SUFFIX, TEMP_SUFFIX
 
@@ -26,18 +31,25 @@ class StoreCheck:
     damaged_runs: list[int] = field(default_factory=list)  # runs marked damaged, or whose file is damaged
     damaged_caches: dict[str, str] = field(default_factory=dict)  # cached result file hash -> problem
     orphans: list[Path] = field(default_factory=list)  # tensor files nothing refers to
-    temp_files: list[Path] = field(default_factory=list)  # left by a process killed mid-write
+    temp_files: list[Path] = field(default_factory=list)  # left by a process killed mid-write (tensors, artifacts)
     missing_artifacts: list[str] = field(default_factory=list)  # predictors whose saved weights are gone
     read_only: str | None = None  # why the store was opened read-only (checked, not repairable), None if writable
+    disk_full: str | None = None  # the disk holding the store is (nearly) full: where, and what to do
 
     @property
     def healthy(self) -> bool:
         return not (self.integrity or self.damaged_runs or self.damaged_caches or self.orphans
-                    or self.temp_files or self.missing_artifacts)
+                    or self.temp_files or self.missing_artifacts or self.disk_full)
+
+    @property
+    def repairable(self) -> bool:
+        """Whether ``doctor --fix`` has something to repair (files to delete, runs to mark and generate again)."""
+        return bool(self.damaged_runs or self.damaged_caches or self.orphans or self.temp_files)
 
     def lines(self) -> list[str]:
         """One line per kind of problem found (or one saying the store is healthy)."""
-        found = [f"database: {problem}" for problem in self.integrity]
+        found = [f"disk: {self.disk_full}"] if self.disk_full else []
+        found += [f"database: {problem}" for problem in self.integrity]
         if self.damaged_runs:
             ids = ", ".join(map(str, self.damaged_runs[:10])) + (" ..." if len(self.damaged_runs) > 10 else "")
             found.append(f"{len(self.damaged_runs)} run(s) with a missing or damaged tensor file: {ids}")
@@ -57,12 +69,16 @@ class StoreCheck:
 
 
 def _integrity(store: Store) -> list[str]:
-    with store.engine.connect() as conn:
-        if store.engine.dialect.name == "sqlite":
-            rows = [r[0] for r in conn.execute(text("PRAGMA integrity_check")).all()]
-            return [] if rows == ["ok"] else rows
-        conn.execute(text("SELECT 1"))
-        return []
+    """The database's own complaints (a failure to ask, e.g. a full disk, raises its one-line store error)."""
+    try:
+        with store.engine.connect() as conn:
+            if store.engine.dialect.name == "sqlite":
+                rows = [r[0] for r in conn.execute(text("PRAGMA integrity_check")).all()]
+                return [] if rows == ["ok"] else rows
+            conn.execute(text("SELECT 1"))
+            return []
+    except DatabaseError as exc:
+        raise store_error(store.url, exc) from exc
 
 
 def _cached_hashes(store: Store) -> set[str]:
@@ -74,7 +90,7 @@ def _cached_hashes(store: Store) -> set[str]:
 
 def check_store(store: Store, on_progress: Progress = no_progress, grace_s: float = GRACE_S) -> StoreCheck:
     """Verify the database and every tensor file against its hash; ``on_progress`` counts files checked."""
-    check = StoreCheck(integrity=_integrity(store), read_only=store.read_only_reason)
+    check = StoreCheck(integrity=_integrity(store), read_only=store.read_only_reason, disk_full=store.disk_full())
     with store.session() as s:
         runs = s.execute(select(Run.id, Run.features_hash, Run.damaged)).all()
         artifacts = s.execute(select(PredictorRecord.name, PredictorRecord.artifact_path)).all()
@@ -104,8 +120,17 @@ def check_store(store: Store, on_progress: Progress = no_progress, grace_s: floa
             check.temp_files.append(path)
         elif path.suffix == SUFFIX and path.stem not in referenced:
             check.orphans.append(path)
+    check.temp_files += _leftovers(get_settings().artifact_dir, now - grace_s)
     check.missing_artifacts = [name for name, path in artifacts if path and not Path(path).exists()]
     return check
+
+
+def _leftovers(folder: Path, before: float) -> list[Path]:
+    """The temporary files of all-or-nothing writes (:func:`~lenscope.models.atomic_files.is_temporary`) under
+    ``folder`` last changed before ``before``: left by a process killed mid-write."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob(".*") if is_temporary(p) and p.is_file() and p.stat().st_mtime < before)
 
 
 def repair_store(store: Store, check: StoreCheck) -> list[str]:

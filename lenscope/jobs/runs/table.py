@@ -19,7 +19,10 @@ import pandas as pd
 from sqlalchemy import select
 
 from lenscope.jobs.runs.datasets import all_runs, with_splits
+from lenscope.jobs.runs.generation_records import check_records
 from lenscope.jobs.runs.generations import read_generations
+from lenscope.models.atomic_files import atomic_path
+from lenscope.store.names import dataset_name
 from lenscope.store.schema import Dataset, DatasetRun, Run
 from lenscope.store.settings import APP_ROOT, SHIPPED_DATA
 from lenscope.store.store import Store
@@ -68,10 +71,12 @@ def generations_table(path: Path | str, decode_answers: bool = False) -> pd.Data
     instead of the database ids, split by the same :func:`lenscope.jobs.runs.datasets.with_splits`. The file holds
     answer token ids, not text: ``answer`` is None unless ``decode_answers`` (off by default: it loads the model
     the file's header names, for its tokenizer) decodes them as an import stores them. ``frame.attrs`` holds the
-    header's ``dataset`` and ``model``."""
+    header's ``dataset`` and ``model``. Every record first passes the checks of ``import-generations`` that need no
+    model (:func:`~lenscope.jobs.runs.generation_records.check_records`: a ValueError naming the first that fails)."""
     header, records = read_generations(Path(path))
     if not records:
         raise ValueError(f"{path} holds no runs")
+    check_records(Path(path).name, records)
     tokenizer = answer_tokenizer(header) if decode_answers else None
     frame = pd.DataFrame({
         "row": range(len(records)),
@@ -83,7 +88,7 @@ def generations_table(path: Path | str, decode_answers: bool = False) -> pd.Data
         "scenario": [r["scenario"] for r in records],
         "prompt_tokens": [len(r["prompt_ids"]) for r in records],
         "output_tokens": [len(r["output_ids"]) for r in records],
-        "finished": [bool(r["finished"]) for r in records],
+        "finished": [r["finished"] for r in records],
     })
     table = _typed(with_splits(frame), FILE_IDS)
     table.attrs.update(dataset=header.get("dataset"), model=header.get("model"))
@@ -95,7 +100,9 @@ def load_runs(dataset: str = SHIPPED_DATASET, store: Store | None = None, decode
     """The runs of ``dataset``: :func:`runs_table` when the store (default: ``Store()``, the app's) has runs in
     it, else for ``study`` :func:`generations_table` of the shipped :data:`SHIPPED_STUDY` (a fresh clone; its
     answer texts only with ``decode_answers``, which loads the model), else a ValueError naming the store's
-    datasets. ``frame.attrs["origin"]`` says which it read."""
+    datasets. ``frame.attrs["origin"]`` says which it read. ``dataset`` must be a dataset name
+    (:func:`lenscope.store.names.dataset_name`)."""
+    dataset = dataset_name(dataset)
     store = store if store is not None else Store()
     stored = store.datasets_frame().set_index("name")["runs"]
     if stored.get(dataset, 0) > 0:
@@ -133,13 +140,15 @@ def export_format(path: Path | str) -> str:
 
 def export_runs(frame: pd.DataFrame, path: Path | str) -> Path:
     """Write ``frame`` to ``path`` by its suffix: ``.parquet`` (needs pyarrow), ``.csv`` or ``.jsonl`` (one JSON
-    object per line); another suffix is a ValueError (before anything is written). Returns the path."""
+    object per line); another suffix is a ValueError (before anything is written). The file is written all or
+    nothing (:func:`~lenscope.models.atomic_files.atomic_path`). Returns the path."""
     path = Path(path)
     fmt = export_format(path)
-    if fmt == "parquet":
-        frame.to_parquet(path, index=False)
-    elif fmt == "csv":
-        frame.to_csv(path, index=False)
-    else:
-        frame.to_json(path, orient="records", lines=True, force_ascii=False)
+    with atomic_path(path) as temporary:
+        if fmt == "parquet":
+            frame.to_parquet(temporary, index=False)
+        elif fmt == "csv":
+            frame.to_csv(temporary, index=False)
+        else:
+            frame.to_json(temporary, orient="records", lines=True, force_ascii=False)
     return path

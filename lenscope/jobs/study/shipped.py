@@ -24,6 +24,7 @@ from lenscope.jobs.predictors.catalog import REBUILD, sha256, verify_file
 from lenscope.jobs.results.claims import claims_report
 from lenscope.jobs.results.crossval import runs_digest
 from lenscope.jobs.study.results import StoreResults
+from lenscope.models.atomic_files import atomic_gzip, write_text
 from lenscope.models.target import TargetModel
 from lenscope.store.settings import SHIPPED_DATA
 from lenscope.store.store import Store
@@ -55,18 +56,18 @@ FILES = {
 
 
 def _dump(path: Path, value) -> None:
-    """JSON (gzipped for ``.gz``), or a frame as CSV (gzipped for ``.gz``)."""
+    """JSON (gzipped for ``.gz``), or a frame as CSV (gzipped for ``.gz``), all or nothing (the same bytes for
+    the same value)."""
+    packed = path.suffix == ".gz"
     if isinstance(value, pd.DataFrame):
-        value.to_csv(path, index=False, float_format="%.6g", compression={"method": "gzip", "mtime": 0}
-                     if path.suffix == ".gz" else None)
-        return
-    text = json.dumps(value, indent=None if path.suffix == ".gz" else 1, sort_keys=True, default=str,
-                      allow_nan=False)
-    if path.suffix == ".gz":
-        with gzip.GzipFile(path, "wb", mtime=0) as handle:
+        text = value.to_csv(index=False, float_format="%.6g")
+    else:
+        text = json.dumps(value, indent=None if packed else 1, sort_keys=True, default=str, allow_nan=False)
+    if packed:
+        with atomic_gzip(path, mtime=0) as handle:
             handle.write(text.encode())
     else:
-        path.write_text(text + "\n")
+        write_text(path, text if isinstance(value, pd.DataFrame) else text + "\n")
 
 
 def _finite(value):
@@ -150,7 +151,7 @@ def publish_results(results: StoreResults, target: TargetModel, root: Path = RES
                 "prompts": int(runs["prompt_id"].nunique()), "test_runs": int((runs["split"] == "test").sum()),
                 "created": datetime.now(UTC).isoformat(timespec="seconds"), "rebuild": REBUILD,
                 "publish": PUBLISH, "files": written, "signature": source_signature(results)}
-    (root / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    write_text(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     _read_study.cache_clear()
     return manifest
 
