@@ -37,3 +37,27 @@ def test_training_on_a_read_only_store_is_refused_before_any_work(job, data_dir,
         with pytest.raises(StoreReadOnlyError, match=r"is read-only \(the file is not writable\): (training|the "
                                                      r"study) .* writes to it"):
             JOBS[job](Store())
+
+
+@pytest.mark.parametrize("argv", [["train-drafter", "--dataset", "dev"], ["train-probe", "--dataset", "dev"],
+                                  ["train-egtp", "--dataset", "dev"], ["train-plp", "--dataset", "dev"],
+                                  ["train-baselines", "--dataset", "dev", "--only", "pia"],
+                                  ["import-generations", "gen.jsonl.gz", "--dataset", "dev"],
+                                  ["collect", "--dataset", "dev", "--n", "1"], ["study", "--size", "tiny"]],
+                         ids=lambda argv: argv[0])
+def test_a_command_that_writes_the_store_refuses_a_read_only_one_before_the_model_loads(argv, data_dir, monkeypatch,
+                                                                                        capsys):
+    from lenscope.cli import main
+
+    store, _ = _store_with_a_dataset()
+    store.engine.dispose()
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("loaded the model before checking that the store can keep the result")
+
+    monkeypatch.setattr("lenscope.cli._common.load_target", no_model)
+    monkeypatch.setattr("lenscope.models.target.TargetModel.load", no_model)
+    with _read_only(data_dir, monkeypatch):
+        assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"`lenscope {argv[0]}` writes to it" in err[0], err
