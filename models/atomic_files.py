@@ -57,7 +57,7 @@ def _keep_mode(temporary: Path, final: Path) -> None:
 
 
 def _sync(path: Path) -> None:
-    """Flush ``path``'s data to the disk."""
+    """Flush ``path``'s data (a file's bytes, a folder's entries) to the disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -68,11 +68,7 @@ def _sync(path: Path) -> None:
 def _sync_folder(folder: Path) -> None:
     """Flush ``folder``'s entries (the rename) to the disk, where the platform lets a folder be opened."""
     with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _sync(folder)
 
 
 def out_of_space(exc: BaseException) -> bool:
