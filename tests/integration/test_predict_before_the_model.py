@@ -50,7 +50,7 @@ def test_binary_prompts_are_refused_before_the_model_loads(no_load, tmp_path, ca
     path = _prompts(tmp_path, "hello world", "\x01\x02\x03\x04 a", "a b")
     assert main(["predict", "--prompts", str(path), "--predictor", "constant"]) == 2
     assert capsys.readouterr().err == ("lenscope predict: error: prompts.txt: prompt 2 looks like binary data (NUL "
-                                       "or many control characters), not text (1 such prompts)\n")
+                                       "or many control characters), not text\n")
 
 
 def test_a_prompt_too_long_for_the_context_is_refused_with_the_tokenizer_alone(no_load, tokenizer_only, tmp_path,

@@ -104,7 +104,7 @@ def read_prompts(path: str | Path) -> pd.DataFrame:
     return _checked(frame, path.name)
 
 
-def prompt_table(prompts: pd.DataFrame | Iterable[str], name: str = "the prompts") -> pd.DataFrame:
+def prompt_table(prompts: pd.DataFrame | Iterable[str], name: str | None = None) -> pd.DataFrame:
     """``prompts`` as the frame (``id``, ``prompt``) every prediction reads: a DataFrame's ``prompt`` and ``id``
     columns, or the texts of any iterable (read once). TypeError for a bare string or anything but texts; then the
     checks of every prompt, whatever it came from (:func:`_checked`)."""
@@ -135,32 +135,34 @@ def _missing(value: object) -> bool:
 def _prompt_problem(prompt: object) -> str | None:
     """Why ``prompt`` is no prompt text (what :meth:`TargetModel.chat_ids` refuses before tokenizing), or None."""
     if not isinstance(prompt, str) or not prompt.strip():
-        return "is empty or not text"
+        return " is empty or not text"
     if looks_binary(prompt):
-        return "looks like binary data (NUL or many control characters), not text"
+        return " looks like binary data (NUL or many control characters), not text"
     invalid = lone_surrogate(prompt)
-    return f"is not valid text: {invalid}" if invalid else None
+    return f": {invalid}" if invalid else None
 
 
-def _checked(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+def _checked(frame: pd.DataFrame, name: str | None) -> pd.DataFrame:
     """``frame`` (``id``, ``prompt``) with every prompt checked (:func:`_prompt_problem`: the first failure and how
-    many fail) and unique ids, a missing or empty one becoming the prompt's 1-based position."""
+    many fail alike) and unique ids, a missing or empty one becoming the prompt's 1-based position. ``name``: the
+    file the prompts come from, which messages open with (None for prompts given in memory)."""
+    lead = f"{name}: " if name else ""
     if frame.empty:
-        raise ValueError(f"{name} holds no prompts")
+        raise ValueError(f"{name or 'the prompt list'} holds no prompts")
     bad = [(k, problem) for k, p in enumerate(frame["prompt"], start=1) if (problem := _prompt_problem(p))]
     if bad:
         alike = sum(1 for _, problem in bad if problem == bad[0][1])
-        raise ValueError(f"{name}: prompt {bad[0][0]} {bad[0][1]} ({alike} such prompts)")
+        raise ValueError(f"{lead}prompt {bad[0][0]}{bad[0][1]}" + (f" ({alike} such prompts)" if alike > 1 else ""))
     ids = [str(k) if _missing(i) or not str(i).strip() else str(i)  # an empty CSV cell is no id
            for k, i in enumerate(frame["id"], start=1)]
     invalid = next((f"id {k}: {why}" for k, i in enumerate(ids, start=1) if (why := lone_surrogate(i, "the id"))), None)
     if invalid:
-        raise ValueError(f"{name}: {invalid}")
+        raise ValueError(f"{lead}{invalid}")
     counts = Counter(ids)
     if len(counts) < len(ids):
         twice = next(i for i in ids if counts[i] > 1)
         rows = [k for k, i in enumerate(ids, start=1) if i == twice]
-        raise ValueError(f"{name}: id {twice!r:.60} is given to prompts {rows[0]} and {rows[1]} "
+        raise ValueError(f"{lead}id {twice!r:.60} is given to prompts {rows[0]} and {rows[1]} "
                          f"({sum(n > 1 for n in counts.values())} ids repeat); give each prompt its own id")
     return frame.assign(id=pd.Series(ids, index=frame.index, dtype=str)).reset_index(drop=True)
 

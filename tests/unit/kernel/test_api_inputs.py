@@ -87,18 +87,18 @@ def test_a_data_frame_without_ids_is_numbered_by_row_and_gets_every_prompt_check
     assert out["id"].tolist() == ["1", "2"]
     with_ids = api.predict(frame.assign(id=["a", None]), "constant", target=FakeTarget())
     assert with_ids["id"].tolist() == ["a", "2"]
-    for prompt, said in (("\ud800 hi", "prompt 2 is not valid text: the prompt holds a lone surrogate"),
+    for prompt, said in (("\ud800 hi", "^prompt 2: the prompt holds a lone surrogate"),
                          ("\x00\x01\x02", "prompt 2 looks like binary data"), ("  ", "prompt 2 is empty")):
         with pytest.raises(ValueError, match=said):
             api.predict(pd.DataFrame({"prompt": ["fine", prompt]}, dtype=object), "egtp")  # before any model load
-    with pytest.raises(ValueError, match="the prompts: id 1: the id holds a lone surrogate"):
+    with pytest.raises(ValueError, match="^id 1: the id holds a lone surrogate"):
         api.predict(pd.DataFrame({"id": ["\udc00"], "prompt": ["hi"]}, dtype=object), "constant", target=FakeTarget())
     with pytest.raises(ValueError, match="the prompts frame has no 'prompt' column"):
         api.predict(pd.DataFrame({"text": ["hi"]}), "constant", target=FakeTarget())
 
 
 def test_a_list_is_checked_before_the_model_loads(no_model):
-    with pytest.raises(ValueError, match=r"the prompts: prompt 2 looks like binary data \(NUL or many control"):
+    with pytest.raises(ValueError, match=r"^prompt 2 looks like binary data \(NUL or many control"):
         api.predict(["fine", "\x00binary\x00"], "egtp")
     with pytest.raises(ValueError, match="holds no prompts"):
         api.predict(iter([]), "egtp")
@@ -106,7 +106,7 @@ def test_a_list_is_checked_before_the_model_loads(no_model):
 
 def test_duplicate_ids_are_refused_from_a_frame_and_from_a_file(no_model, tmp_path):
     frame = pd.DataFrame({"id": ["a", "b", "a"], "prompt": ["one", "two", "three"]})
-    with pytest.raises(ValueError, match=r"id 'a' is given to prompts 1 and 3 \(1 ids repeat\); give each prompt"):
+    with pytest.raises(ValueError, match=r"^id 'a' is given to prompts 1 and 3 \(1 ids repeat\); give each prompt"):
         api.predict(frame, "constant", target=FakeTarget())
     path = tmp_path / "p.jsonl"
     path.write_text('{"id": "x", "prompt": "one"}\n{"id": "x", "prompt": "two"}\n')

@@ -89,8 +89,8 @@ def test_a_byte_order_mark_is_not_part_of_the_first_prompt(tmp_path, name, text)
     ("p.jsonl", '["hello"]\n', 'p.jsonl line 1 has no "prompt" field'),
     ("p.jsonl", '{"prompt": "ok"}\n{"prompt": "  "}\n{"prompt": ""}\n',
      "p.jsonl: prompt 2 is empty or not text (2 such prompts)"),
-    ("p.jsonl", '{"prompt": 5}\n', "p.jsonl: prompt 1 is empty or not text (1 such prompts)"),
-    ("p.csv", "id,prompt\na,fine\nb,\n", "p.csv: prompt 2 is empty or not text (1 such prompts)"),
+    ("p.jsonl", '{"prompt": 5}\n', "p.jsonl: prompt 1 is empty or not text"),
+    ("p.csv", "id,prompt\na,fine\nb,\n", "p.csv: prompt 2 is empty or not text"),
 ])
 def test_bad_prompt_files_are_named_with_what_is_wrong(tmp_path, name, text, message):
     with pytest.raises(ValueError) as info:
