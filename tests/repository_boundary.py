@@ -1,10 +1,11 @@
 """Tests read nothing that a user's clone lacks: ``../shared`` and any checkout beside the repository.
 
 An audit hook (:func:`sys.addaudithook`) sees every file the test process opens or lists; a path inside
-``../shared`` (``../shared/traces/x.csv``) or inside a sibling checkout (a folder beside the repository holding a
-``.git``: another copy of lenscope, a frozen worktree) is recorded, and the autouse fixture in ``conftest.py`` fails
+``../shared`` (``../shared/traces/x.csv``) or inside another checkout of lenscope beside the repository (a copy, a
+frozen worktree) is recorded, and the autouse fixture in ``conftest.py`` fails
 the test that touched it. Everything else is allowed, wherever the clone sits: beside a clone in /tmp lie pytest's
-temporary folders (``/tmp/pytest-of-USER``), beside one in the home folder the model cache (``~/.cache``).
+temporary folders (``/tmp/pytest-of-USER``), beside one in the home folder the model cache (``~/.cache``) and
+the user's other checkouts (``~/.pyenv``, where the interpreter may live).
 Subprocesses (the CLI, the streamlit server) are covered by ``.ci/run``, which runs the suite in a clone made
 directly under /tmp, with nothing of the project beside it.
 """
@@ -26,8 +27,12 @@ _installed = False
 
 @cache
 def _checkout(folder: str) -> bool:
-    """Whether ``folder`` is a git checkout (a ``.git`` folder, or a worktree's ``.git`` file)."""
-    return os.path.lexists(os.path.join(folder, ".git"))
+    """Whether ``folder`` is another checkout of lenscope: a git checkout (a ``.git`` folder, or a worktree's
+    ``.git`` file) with lenscope's top level (``app.py``, ``pages/``, ``lenscope/``). Other checkouts beside a clone
+    are a user's own (``~/.pyenv`` is one, holding the interpreter). Read with ``stat`` alone: opening a file here
+    would call the hook again."""
+    return (os.path.lexists(os.path.join(folder, ".git")) and os.path.isfile(os.path.join(folder, "app.py"))
+            and all(os.path.isdir(os.path.join(folder, d)) for d in ("pages", "lenscope")))
 
 
 def neighbour(path: str | os.PathLike, repo: Path = REPO) -> bool:

@@ -19,9 +19,12 @@ def test_shared_and_sibling_checkouts_are_neighbours_and_the_repository_is_not(t
 
 
 def _clone_in(folder, name: str = "lenscope"):
-    """An empty stand-in of a clone named ``name`` inside ``folder`` (the guard reads only paths)."""
+    """A stand-in of a lenscope clone named ``name`` inside ``folder``: its top level, empty (the guard reads paths
+    and what exists, never a file's content)."""
     repo = folder / name
-    (repo / ".git").mkdir(parents=True)
+    for part in (".git", "pages", "lenscope"):
+        (repo / part).mkdir(parents=True)
+    (repo / "app.py").touch()
     return repo
 
 
@@ -38,6 +41,8 @@ def test_a_clone_in_the_home_folder_may_use_the_model_cache_beside_it(tmp_path):
     repo = _clone_in(tmp_path)
     assert not neighbour(tmp_path / ".cache" / "lenscope" / "gguf" / "smollm2" / "model.safetensors", repo)
     assert not neighbour(tmp_path / ".local" / "share" / "lenscope" / "lenscope.db", repo)
+    (tmp_path / ".pyenv" / ".git").mkdir(parents=True)  # a checkout, but not of lenscope: the interpreter's
+    assert not neighbour(tmp_path / ".pyenv" / "versions" / "3.11.7" / "lib" / "python3.11" / "os.py", repo)
 
 
 def test_shared_and_a_sibling_checkout_are_refused_wherever_the_clone_sits(tmp_path):
@@ -45,9 +50,10 @@ def test_shared_and_a_sibling_checkout_are_refused_wherever_the_clone_sits(tmp_p
     other = _clone_in(tmp_path, "lenscope-other")  # shares the repository's name as a prefix
     assert neighbour(tmp_path / "shared" / "traces" / "x.csv", repo)
     assert neighbour(other / "data" / "f.txt", repo)
-    (tmp_path / "frozen").mkdir()
-    (tmp_path / "frozen" / ".git").write_text("gitdir: /elsewhere\n")
-    assert neighbour(tmp_path / "frozen" / "cache" / "x.py", repo)
+    frozen = _clone_in(tmp_path, "frozen")
+    (frozen / ".git").rmdir()
+    (frozen / ".git").write_text("gitdir: /elsewhere\n")  # a worktree's .git is a file
+    assert neighbour(frozen / "cache" / "x.py", repo)
     assert not neighbour(repo / "data" / "x.csv", repo)
 
 
