@@ -21,7 +21,9 @@ def register(subparsers) -> None:
     p.add_argument("--decode-answers", action="store_true",
                    help="runs read from a generations file (--generations, or the shipped study) hold answer "
                         "token ids: decode them with the tokenizer of the model the file names (loads that "
-                        "model; without it the answer column is empty). Stored runs always have their answer text")
+                        "model, which also checks every record as import-generations does; without it the answer "
+                        "column is empty and the records get the checks that need no model). Stored runs always "
+                        "have their answer text")
     p.add_argument("--out", type=output_file, required=True, help="file to write: .parquet, .csv or .jsonl")
     p.set_defaults(func=export_runs_command, interrupt_note=NOTHING_WRITTEN)
 

@@ -19,7 +19,7 @@ import pandas as pd
 from sqlalchemy import select
 
 from lenscope.jobs.runs.datasets import all_runs, with_splits
-from lenscope.jobs.runs.generation_records import check_records
+from lenscope.jobs.runs.generation_records import check_generations, check_records
 from lenscope.jobs.runs.generations import read_generations
 from lenscope.models.atomic_files import atomic_path
 from lenscope.store.names import dataset_name
@@ -58,11 +58,12 @@ def runs_table(store: Store, dataset: str) -> pd.DataFrame:
     return _typed(runs.assign(answer=runs["run_id"].map(answers)), STORE_IDS)
 
 
-def answer_tokenizer(header: dict):
-    """The tokenizer of the model a generations file's ``header`` names (loads that model, on the CPU)."""
+def answer_model(header: dict):
+    """The model a generations file's ``header`` names, loaded on the CPU: its tokenizer decodes the answers, and its
+    vocabulary, context and end tokens check the records as ``import-generations`` does."""
     from lenscope.models.target import TargetModel
 
-    return TargetModel.load(header.get("model"), device="cpu").tokenizer
+    return TargetModel.load(header.get("model"), device="cpu")
 
 
 def generations_table(path: Path | str, decode_answers: bool = False) -> pd.DataFrame:
@@ -71,13 +72,20 @@ def generations_table(path: Path | str, decode_answers: bool = False) -> pd.Data
     instead of the database ids, split by the same :func:`lenscope.jobs.runs.datasets.with_splits`. The file holds
     answer token ids, not text: ``answer`` is None unless ``decode_answers`` (off by default: it loads the model
     the file's header names, for its tokenizer) decodes them as an import stores them. ``frame.attrs`` holds the
-    header's ``dataset`` and ``model``. Every record first passes the checks of ``import-generations`` that need no
-    model (:func:`~lenscope.jobs.runs.generation_records.check_records`: a ValueError naming the first that fails)."""
+    header's ``dataset`` and ``model``. Every record first passes the checks of ``import-generations``: all of them
+    with ``decode_answers`` (:func:`~lenscope.jobs.runs.generation_records.check_generations`, on the loaded model),
+    else those that need no model (:func:`~lenscope.jobs.runs.generation_records.check_records`); a ValueError
+    names the first record that fails."""
     header, records = read_generations(Path(path))
     if not records:
         raise ValueError(f"{path} holds no runs")
-    check_records(Path(path).name, records)
-    tokenizer = answer_tokenizer(header) if decode_answers else None
+    tokenizer = None
+    if decode_answers:
+        model = answer_model(header)
+        check_generations(model, Path(path).name, header, records)
+        tokenizer = model.tokenizer
+    else:
+        check_records(Path(path).name, records)
     frame = pd.DataFrame({
         "row": range(len(records)),
         "prompt": [r["prompt"] for r in records],

@@ -1,6 +1,7 @@
-"""``export-runs --generations`` checks every record as ``import-generations`` does wherever no model is needed
-(fields and their types, texts, scenario, settings, token lists): a bad record gets the import's one line naming the
-file and the record, exit 2, and nothing is written. No model is loaded."""
+"""``export-runs --generations`` checks every record as ``import-generations`` does: without a model, what needs none
+(fields and their types, texts, scenario, settings, token lists); with ``--decode-answers``, which loads the model,
+every check of the import (token ids, context, end tokens, the prompt's tokens). A bad record gets the import's one
+line naming the file and the record, exit 2, and nothing is written."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from lenscope.cli import main
 from lenscope.jobs.runs.table import generations_table
-from tests.unit.kernel.test_generation_records import _without, _write, record
+from tests.unit.kernel.test_generation_records import HOSTILE, _without, _write, fake_model, record
 
 MODEL_FREE = [  # (the second record of the file, what the line says after "gen.jsonl.gz record 2: ")
     (_without("prompt_ids"), "no prompt_ids (a record holds prompt, source, ref, scenario, settings, prompt_ids, "
@@ -48,3 +49,18 @@ def test_every_failing_record_is_counted_and_good_records_export(data_dir, tmp_p
     out = tmp_path / "good.csv"
     assert main(["export-runs", "--generations", str(good), "--out", str(out)]) == 0
     assert pd.read_csv(out)["finished"].tolist() == [True, False]
+
+
+@pytest.mark.parametrize(("bad", "said"), HOSTILE, ids=[said[:40] for _, said in HOSTILE])
+def test_with_the_model_loaded_export_runs_checks_every_record_as_the_import(data_dir, tmp_path, monkeypatch, capsys,
+                                                                            bad, said):
+    """``--decode-answers`` loads the model the file names: then every check of the import runs, the same lines."""
+    model = fake_model()
+    model.tokenizer = None  # never reached: the checks come first
+    monkeypatch.setattr("lenscope.jobs.runs.table.answer_model", lambda header: model)
+    path = _write(tmp_path / "gen.jsonl.gz", [record(), bad, record("Name a tree.")])
+    out = tmp_path / "runs.csv"
+    assert main(["export-runs", "--generations", str(path), "--decode-answers", "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"lenscope export-runs: error: gen.jsonl.gz record 2: {said}")
+    assert not out.exists()

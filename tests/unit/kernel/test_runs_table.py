@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -63,8 +64,8 @@ def test_a_generations_file_gives_the_split_the_store_gives_the_same_runs(store,
     path = tmp_path / "d.jsonl.gz"
     export_generations(store, "d", path)
     stored = runs_table(store, "d")
-    monkeypatch.setattr("lenscope.jobs.runs.table.answer_tokenizer",
-                        lambda header: pytest.fail("decoded answers without being asked"))
+    monkeypatch.setattr("lenscope.jobs.runs.table.answer_model",
+                        lambda header: pytest.fail("loaded the model without being asked"))
     shipped = generations_table(path)
     assert list(shipped.columns) == [*FILE_IDS, *COLUMNS]
     assert shipped["row"].tolist() == list(range(len(RUNS)))
@@ -78,8 +79,11 @@ def test_a_generations_file_gives_the_split_the_store_gives_the_same_runs(store,
             assert skip_special_tokens
             return "x" * len(ids)
 
-    monkeypatch.setattr("lenscope.jobs.runs.table.answer_tokenizer", lambda header: Tokenizer())
+    checked = []
+    monkeypatch.setattr("lenscope.jobs.runs.table.answer_model", lambda header: SimpleNamespace(tokenizer=Tokenizer()))
+    monkeypatch.setattr("lenscope.jobs.runs.table.check_generations", lambda *args: checked.append(args[1]))
     assert generations_table(path, decode_answers=True)["answer"].tolist() == stored["answer"].tolist()
+    assert checked == ["d.jsonl.gz"]  # with the model loaded, every check of the import
 
 
 def test_parquet_csv_and_json_lines_round_trip(store, tmp_path):
