@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from lenscope.models.gguf_checkpoint import load_converted, save_converted
+from lenscope.models.gguf_checkpoint import find_converted, load_converted, save_converted
 from lenscope.models.logits import LogitSummary, summarize_logits
-from lenscope.models.sources import ModelSource, load_options, resolve_source
+from lenscope.models.sources import LOCAL_LOAD_OPTIONS, ModelSource, load_options, resolve_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TOP_K = 5
@@ -347,3 +347,32 @@ class TargetModel:
             topk_probs=summary.topk_probs.float().cpu(),
             hidden={layer: h.float().cpu() for layer, h in hidden.items()},
         )
+
+
+class PromptTokenizer(TargetModel):
+    """A model's tokenizer and config without its weights: :meth:`TargetModel.chat_ids` refuses a prompt too long
+    for the context (or empty, binary) in about a second, before the weights load."""
+
+    def __init__(self, tokenizer, config, source: ModelSource) -> None:  # no weights: not TargetModel.__init__
+        self.tokenizer, self.config, self.source, self._prefixes = tokenizer, config, source, {}
+
+    @classmethod
+    def of(cls, spec: str) -> PromptTokenizer | None:
+        """The tokenizer of model ``spec`` where it loads without the weights (a local checkpoint folder, a GGUF
+        file's converted copy); None elsewhere (a hub id, a GGUF not yet converted: the load that needs the weights
+        says what is wrong)."""
+        from transformers import AutoConfig
+
+        try:
+            source = resolve_source(spec)
+            if not source.local:
+                return None
+            path, options = source.path, load_options(source)
+            if source.gguf_file:
+                path, options = find_converted(Path(source.path) / source.gguf_file), LOCAL_LOAD_OPTIONS
+            if path is None:
+                return None
+            return cls(AutoTokenizer.from_pretrained(path, **options), AutoConfig.from_pretrained(path, **options),
+                       source)
+        except Exception:  # noqa: BLE001 - any failure: the model's own load reports it
+            return None

@@ -45,13 +45,13 @@ def run_predict(args: argparse.Namespace) -> int:
     from lenscope.jobs.predictors.catalog import load_predictor_files
     from lenscope.jobs.predictors.predict import (
         LengthPredictor,
-        PromptTokenizer,
         chat_ids,
         check_model,
         predict_prompts,
         read_prompts,
         write_predictions,
     )
+    from lenscope.models.target import PromptTokenizer
     from lenscope.store.store import Store
 
     names = predictor_names(args.predictor)

@@ -46,8 +46,6 @@ from lenscope.jobs.predictors.catalog import BASELINE_HEAD, BUCKET_BASELINES, Pr
 from lenscope.jobs.runs.datasets import dataset_runs
 from lenscope.models.atomic_files import atomic_path
 from lenscope.models.drafter import Drafter, length_from_log
-from lenscope.models.gguf_checkpoint import find_converted
-from lenscope.models.sources import LOCAL_LOAD_OPTIONS, ModelSource, load_options, resolve_source
 from lenscope.models.target import SequenceFeatures, TargetModel, lone_surrogate, looks_binary
 from lenscope.store.store import Store
 
@@ -233,35 +231,6 @@ def check_model(files: PredictorFiles, model: str) -> None:
     if files.model != model:
         raise ValueError(f"predictor {files.name!r} was trained on the states of {files.model}, not of {model}; "
                          f"load that model (--model {files.model}) or train one on yours")
-
-
-class PromptTokenizer(TargetModel):
-    """A model's tokenizer and config without its weights: :meth:`TargetModel.chat_ids` refuses a prompt too long
-    for the context (or empty, binary) in about a second, before the weights load."""
-
-    def __init__(self, tokenizer, config, source: ModelSource) -> None:  # no weights: not TargetModel.__init__
-        self.tokenizer, self.config, self.source, self._prefixes = tokenizer, config, source, {}
-
-    @classmethod
-    def of(cls, spec: str) -> PromptTokenizer | None:
-        """The tokenizer of model ``spec`` where it loads without the weights (a local checkpoint folder, a GGUF
-        file's converted copy); None elsewhere (a hub id, a GGUF not yet converted: the load that needs the weights
-        says what is wrong)."""
-        from transformers import AutoConfig, AutoTokenizer
-
-        try:
-            source = resolve_source(spec)
-            if not source.local:
-                return None
-            path, options = source.path, load_options(source)
-            if source.gguf_file:
-                path, options = find_converted(Path(source.path) / source.gguf_file), LOCAL_LOAD_OPTIONS
-            if path is None:
-                return None
-            return cls(AutoTokenizer.from_pretrained(path, **options), AutoConfig.from_pretrained(path, **options),
-                       source)
-        except Exception:  # noqa: BLE001 - any failure: the model's own load reports it
-            return None
 
 
 def chat_ids(model: TargetModel, frame: pd.DataFrame) -> list[list[int]]:
