@@ -129,10 +129,8 @@ class Settings:
         builder of such paths. ``name`` (a predictor name, ``:`` written as ``-``) becomes one file or folder name;
         the path is resolved and refused unless it lies inside the artifact folder of the data dir."""
         root = self.artifact_dir.resolve()
-        leaf = name.replace(":", "-") + suffix
-        path = (root / group / leaf).resolve()
-        if Path(leaf).name != leaf or leaf in (".", "..") or path.parent != (root / group).resolve() \
-                or not path.is_relative_to(root):
+        path = (root / group / (name.replace(":", "-") + suffix)).resolve()  # '/', '..', links: all resolved here
+        if path.parent != (root / group).resolve() or not path.is_relative_to(root):
             raise ValueError(f"artifact name {shown(name)} would be written outside the data folder {root}; "
                              f"a dataset name is {DATASET_NAME_RULE}")
         return path
