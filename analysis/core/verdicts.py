@@ -1,19 +1,29 @@
 """Verdicts that read the effect size: a claim's paired MAE difference against 0 and against the paper's effect.
 
-A claim says ``A < B`` (a negative MAE difference A - B means it holds). Its CI (Holm-adjusted over the family
-of claims judged together) gives one of:
+A claim says ``A < B`` (a negative MAE difference A - B means it holds). The paper's effect is its relative MAE
+change scaled to our MAE (times our MAE of B). The claim's CI (Holm-adjusted over the family of claims judged
+together) gives one of:
 
-* **reproduced**: the whole CI is below 0;
+* **reproduced**: the whole CI is below 0 and its lower end reaches the paper's effect (at or below it: an effect
+  as large as the paper's is not ruled out), or the paper gives no effect below 0;
+* **direction reproduced, size ruled out**: the whole CI is below 0 and its lower end is above the paper's effect
+  (below 0): A is better, by less than the paper says;
 * **contradicted**: the whole CI is above 0;
-* **paper's effect ruled out**: the CI includes 0 but excludes the paper's effect, scaled to our MAE (the paper's
-  relative MAE change times our MAE of B): whatever the sign here, an effect as large as the paper's is not;
+* **paper's effect ruled out**: the CI includes 0 but excludes the paper's effect: whatever the sign here, an
+  effect as large as the paper's is not;
 * **inconclusive**: the CI includes both 0 and the paper's effect (or the paper gives no number);
 * **too few prompts to judge (n = N)**: under :data:`MIN_PROMPTS` distinct test prompts, no verdict at all.
+
+A **baseline check** (:data:`BASELINE_CHECK`) is a row no paper claims: a baseline against the median constant,
+a sanity check of the baseline's implementation. Its CI gives **check passed: below the constant** (the whole CI
+below 0), **check failed: above the constant** (the whole CI above 0) or **not distinguishable from the constant**
+(the CI includes 0), or too few prompts to judge; never "reproduced" or "contradicted".
 
 Holm's step-down correction: claims are ranked by their bootstrap p-values; the claim of rank i (from 0) of m
 is judged on a CI of level ``1 - alpha / (m - i)`` while every better-ranked claim was rejected, and every claim
 from the first non-rejected one on keeps that claim's level, so an adjusted CI excludes 0 exactly when Holm
-rejects.
+rejects. :func:`interval_label` names an interval's level wherever it is shown: ``Holm-adjusted 99.8% CI (family
+of 24)`` or ``95% CI``.
 """
 
 from __future__ import annotations
@@ -23,9 +33,27 @@ from collections.abc import Sequence
 import numpy as np
 
 MIN_PROMPTS = 50
-REPRODUCED, CONTRADICTED, RULED_OUT, INCONCLUSIVE = ("reproduced", "contradicted", "paper's effect ruled out",
-                                                     "inconclusive")
-LABELS = (REPRODUCED, CONTRADICTED, RULED_OUT, INCONCLUSIVE)
+REPRODUCED, SIZE_RULED_OUT, CONTRADICTED, RULED_OUT, INCONCLUSIVE = (
+    "reproduced", "direction reproduced, size ruled out", "contradicted", "paper's effect ruled out", "inconclusive")
+LABELS = (REPRODUCED, SIZE_RULED_OUT, CONTRADICTED, RULED_OUT, INCONCLUSIVE)
+BASELINE_CHECK = "baseline check"  # the ``paper`` of a row no paper claims
+CHECK_PASSED, CHECK_FAILED, CHECK_UNDECIDED = ("check passed: below the constant", "check failed: above the constant",
+                                               "not distinguishable from the constant")
+CHECK_LABELS = (CHECK_PASSED, CHECK_FAILED, CHECK_UNDECIDED)
+VERDICT_MEANINGS = (  # label -> when it is given (the one statement of each label, for the pages and the docs)
+    (REPRODUCED, "the whole CI is below 0 and includes the paper's effect (or the paper gives no number)"),
+    (SIZE_RULED_OUT, "the whole CI is below 0 but excludes the paper's effect: the same direction, smaller than the "
+                     "paper's"),
+    (CONTRADICTED, "the whole CI is above 0"),
+    (RULED_OUT, "the CI includes 0 but not the paper's effect"),
+    (INCONCLUSIVE, "the CI includes both 0 and the paper's effect"),
+    (CHECK_PASSED, f"a {BASELINE_CHECK} (a baseline against the constant, claimed by no paper): the whole CI is below "
+                   "0"),
+    (CHECK_FAILED, f"a {BASELINE_CHECK}: the whole CI is above 0"),
+    (CHECK_UNDECIDED, f"a {BASELINE_CHECK}: the CI includes 0"),
+    ("too few prompts to judge (n = N)", f"under {MIN_PROMPTS} distinct prompts: no verdict"),
+)
+VERDICT_LEGEND = "; ".join(f"{label}: {meaning}" for label, meaning in VERDICT_MEANINGS)
 
 
 def too_few_prompts(n: int, minimum: int = MIN_PROMPTS) -> str | None:
@@ -51,13 +79,36 @@ def effect_verdict(lo: float, hi: float, n_prompts: int, paper_effect: float | N
     few = too_few_prompts(n_prompts, minimum)
     if few:
         return few
+    excludes_paper = paper_effect is not None and (lo > paper_effect if paper_effect < 0 else hi < paper_effect)
     if hi < 0:
-        return REPRODUCED
+        return SIZE_RULED_OUT if excludes_paper and paper_effect < 0 else REPRODUCED
     if lo > 0:
         return CONTRADICTED
-    if paper_effect is not None and (lo > paper_effect if paper_effect < 0 else hi < paper_effect):
-        return RULED_OUT
-    return INCONCLUSIVE
+    return RULED_OUT if excludes_paper else INCONCLUSIVE
+
+
+def check_verdict(lo: float, hi: float, n_prompts: int, minimum: int = MIN_PROMPTS) -> str:
+    """The label of a baseline check ``baseline < constant`` (:data:`CHECK_LABELS`, or too few prompts to judge)."""
+    return paired_verdict(lo, hi, n_prompts, CHECK_LABELS, minimum)
+
+
+def level_text(level: float) -> str:
+    """A CI level as a percentage with the decimals it needs: ``95%``, ``99.3%``, ``99.99%``."""
+    digits = 1
+    while digits < 4 and round(level * 100, digits) >= 100:
+        digits += 1
+    return f"{level * 100:.{digits}f}".rstrip("0").rstrip(".") + "%"
+
+
+def interval_label(level: float | None = 0.95, family: float | None = None) -> str:
+    """What an interval is: ``Holm-adjusted 99.8% CI (family of 24)`` for a Holm level within a family of
+    ``family`` judged rows, ``95% CI`` without a family (``99% CI`` for another level) or without a level (a row
+    outside the family keeps its plain 95% CI)."""
+    if level is None or not np.isfinite(level):
+        return "95% CI"
+    if family is None or not np.isfinite(family) or family < 1:
+        return f"{level_text(level)} CI"
+    return f"Holm-adjusted {level_text(level)} CI (family of {int(family)})"
 
 
 def scaled_effect(relative: float | None, reference_mae: float) -> float | None:

@@ -69,14 +69,15 @@ def test_tiny_study_runs_every_step_then_skips_what_is_stored(store, target, mon
     stops = tour(StoreResults(store, "tiny"))
     assert [s.title.split(" · ")[1] for s in stops] == ["Entropy", "Pooling", "Remaining length", "Drafter",
                                                          "Scheduling"]
-    assert all(s.value is None or "[" in s.value or s.value.endswith("%") for s in stops)
+    assert all(s.value is None or s.interval.startswith("95% ") for s in stops)  # each interval names its level
+    assert all(s.value is None or s.rests_on for s in stops)  # and each card what it rests on
     # 16 runs: no claim, no card and no report row carries a verdict, each says why
     few = "too few prompts to judge (n = "
     verdicts = stored_claims_table(store, "tiny")["verdict"]
     assert all(v.startswith((few, "not measured")) for v in verdicts)  # tiny folds: most learners cannot train
-    assert few in html and few in stops[0].detail and all(s.value is None or few in s.detail for s in stops[:4])
+    assert few in html and few in stops[0].verdict and all(s.value is None or few in s.verdict for s in stops[:4])
     # the entropy card and the report give the fair test (a learned head), never the by-construction EGTP r
-    assert "learned attention-pooling head" in stops[0].detail and "positive control" in stops[0].detail
+    assert "learned attention-pooling head" in stops[0].detail and "positive control" in stops[0].verdict
     assert "positive control" in html and "EGTP head, test prompts" not in stops[0].detail
     assert stops[4].value is not None and "the oracle gives" in stops[4].detail and "(the floor)" in stops[4].detail
 

@@ -48,7 +48,10 @@ def test_results_page_shows_the_claims_and_the_test_split_scores(data_dir):
     at = open_page("pages/7_Results.py").run()
     claims = at.dataframe[0].value
     assert "verdict" in claims and len(claims) >= 10
-    assert any("Reproduced" in v or "reproduced" in v for v in claims["verdict"].astype(str))
+    verdicts = set(claims["verdict"].astype(str))
+    assert {"reproduced", "direction reproduced, size ruled out", "check failed: above the constant"} <= verdicts
+    assert "95% CI" in claims and "Holm-adjusted CI (level, family of 24)" in claims  # each interval's level
+    assert "Verdicts: reproduced: the CI is below 0" in _texts(at)
     scores = at.dataframe[1].value
     assert "all" in scores.columns and scores["runs"].max() > 300
 
@@ -75,8 +78,9 @@ def test_without_shipped_results_pages_offer_the_starter_study(data_dir, no_ship
 
 
 def test_home_opens_on_the_tour_cards_with_whole_numbers_and_cis(data_dir, monkeypatch):
-    """Each card shows its number whole and its interval whole on a second line (st.metric and narrow headings
-    cut them to "0.387 [..."); the home page runs as the navigation's default page."""
+    """Each card shows its number whole and its intervals whole on a second line, each named by its level (st.metric
+    and narrow headings cut them to "0.387 [..."), and what the number rests on; the home page runs as the
+    navigation's default page."""
     from lenscope.jobs.study.tour import tour
 
     def no_model(*args, **kwargs):
@@ -91,7 +95,30 @@ def test_home_opens_on_the_tour_cards_with_whole_numbers_and_cis(data_dir, monke
     assert len(cards) == 5 and len(stops) >= 3
     for stop in stops:
         assert any(stop.number in card and stop.interval in card for card in cards), stop.title
-        assert stop.interval.startswith("95% CI [") and stop.value == f"{stop.number} {stop.interval[7:]}"
+        assert stop.interval.startswith("95% ") and stop.rests_on, stop.title
+        assert f"Rests on {stop.rests_on}." in _texts(at), stop.title
+
+
+def test_the_tour_cards_name_each_interval_and_what_they_rest_on():
+    """The plain 95% CI beside the Holm-adjusted one (the verdict's), the within-run r first, the new labels, the
+    drafter's epochs and the requests resampled from the runs."""
+    from lenscope.jobs.study.tour import tour
+
+    entropy, pooling, plp, drafter, scheduling = tour(shipped_study())
+    assert entropy.number == "0.063" and entropy.interval == "95% CI [0.034, 0.098]"  # within runs first
+    assert entropy.detail.startswith("within-run Pearson r")
+    assert "raw r = 0.135 (95% CI [0.111, 0.163]), partly between-run: mean pooling" in entropy.detail
+    assert "gets r = 0.096" in entropy.detail
+    assert pooling.number == "-1.0"
+    assert pooling.intervals == ("95% CI [-6.8, +4.0]", "Holm-adjusted 99.3% CI (family of 24) [-9.1, +5.4]")
+    assert plp.verdict == "direction reproduced, size ruled out (on the Holm-adjusted CI)"
+    assert "which is ruled out" in entropy.verdict and "positive control" in entropy.verdict
+    assert drafter.intervals[1].startswith("Holm-adjusted 99.5% CI (family of 24) [")
+    assert "the OUTLETS drafter trained 1 epoch on the train split" in drafter.rests_on
+    assert "3 training seeds" in pooling.rests_on and "5-fold" in plp.rests_on
+    assert "the OUTLETS drafter trained 1 epoch" in scheduling.rests_on
+    assert "1,914 requests per seed resampled from 136 distinct test runs" in scheduling.rests_on
+    assert scheduling.interval.startswith("95% t interval over 20 seeds [")
 
 
 BROWSER_PAGES = {  # path -> (heading, a text of the shipped study the page shows before any button)

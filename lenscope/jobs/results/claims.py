@@ -3,16 +3,18 @@ the uncertainty, Holm-adjusted CIs and verdicts that read the effect size (:mod:
 
 Each claim is a paired MAE difference ``A - B`` (negative: the claim holds) over the finished runs both predicted,
 with one bootstrap that resamples conversations (leak groups) and each predictor's training seeds. The family
-corrected with Holm is every judged row of one claims table. Each row also gives the clipped MAE difference over
-all runs, censored ones included (:func:`lenscope.analysis.core.metrics.clipped_errors`). The reference is the training
-folds' median (at step t: the median remaining length of the training runs still generating at t). Predictors
-trained on one split only (the drafters: about 45 minutes a training on 2 cores) are scored on the runs whose
-conversation they never saw.
+corrected with Holm is every judged row of one claims table (its size is each judged row's ``family``). A baseline
+against the median constant is a baseline check, claimed by no paper, with the check's own verdicts
+(:func:`row_verdict`); :func:`relabelled` gives a stored payload the labels of this version from its numbers.
+Each row also gives the clipped MAE difference over all runs, censored ones included
+(:func:`lenscope.analysis.core.metrics.clipped_errors`). The reference is the training folds' median (at step t:
+the median remaining length of the training runs still generating at t). Predictors trained on one split only
+(the drafters: about 45 minutes a training on 2 cores) are scored on the runs whose conversation they never saw.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +23,16 @@ import pandas as pd
 from lenscope.analysis.core.metrics import BootstrapDraws, ci_text, clipped_errors, seeded_bootstrap
 from lenscope.analysis.core.progress import Progress, no_progress
 from lenscope.analysis.core.splits import FOLDS
-from lenscope.analysis.core.verdicts import MIN_PROMPTS, effect_verdict, holm_levels, scaled_effect
+from lenscope.analysis.core.verdicts import (
+    BASELINE_CHECK,
+    MIN_PROMPTS,
+    check_verdict,
+    effect_verdict,
+    holm_levels,
+    interval_label,
+    level_text,
+    scaled_effect,
+)
 from lenscope.analysis.papers import EGTP_PLP_FALL, EGTP_PLP_MAE, EGTP_POOLING_MAE, EGTP_VS_BASELINES
 from lenscope.jobs.drafter.training import drafter_name
 from lenscope.jobs.egtp.heads import HEAD_VARIANTS
@@ -55,6 +66,12 @@ class ClaimSpec:
     paper_relative: float | None = None
 
 
+def is_baseline_check(first: str, second: str) -> bool:
+    """Whether ``first < second`` is a baseline check: a baseline against the median constant, claimed by no paper
+    (a sanity check of the baseline, not a paper's claim)."""
+    return first.startswith("baseline ") and second == CONSTANT
+
+
 def _rel(first: str, second: str) -> float:
     paper = EGTP_POOLING_MAE.set_index("pooling")["mean_mae"]
     return float(paper[first] / paper[second] - 1)
@@ -70,7 +87,8 @@ def claim_specs(names: Sequence[str], probe: str) -> list[ClaimSpec]:
     learned = [n for n in names if n != CONSTANT and "," not in n]  # not the head options (compared elsewhere)
     dynamic = {"PLP", probe, *DRAFTERS}
     specs += [ClaimSpec(f"{n} < median constant ({'dynamic, steps 0-32' if n in dynamic else 'static'})",
-                        "implied by both papers", n, CONSTANT, n in dynamic) for n in learned]
+                        BASELINE_CHECK if is_baseline_check(n, CONSTANT) else "implied by both papers", n, CONSTANT,
+                        n in dynamic) for n in learned]
     specs.append(ClaimSpec("OUTLETS drafter < target probe (dynamic, steps 0-32)",
                            "OUTLETS: drafter below MLP probes (all settings)", "OUTLETS drafter", probe, True))
     specs += [ClaimSpec(f"EGTP head < {b} (static)",
@@ -134,8 +152,8 @@ def _row(spec: ClaimSpec, draws: BootstrapDraws | None, reference_mae: float | N
          clipped: BootstrapDraws | None = None, clipped_runs: int = 0, why: str = "") -> dict:
     base = {"claim": spec.claim, "paper": spec.paper, "first": spec.first, "second": spec.second,
             "paper_effect": None, "difference": None, "lo": None, "hi": None, "lo95": None, "hi95": None,
-            "level": None, "p_value": np.nan, "runs": runs, "prompts": prompts, "clipped_difference": None,
-            "clipped_lo": None, "clipped_hi": None, "clipped_runs": clipped_runs,
+            "level": None, "family": None, "p_value": np.nan, "runs": runs, "prompts": prompts,
+            "clipped_difference": None, "clipped_lo": None, "clipped_hi": None, "clipped_runs": clipped_runs,
             "verdict": f"not measured ({why})" if why else ""}
     if draws is None:
         return base
@@ -191,6 +209,7 @@ def _holm(table: pd.DataFrame, alpha: float) -> pd.DataFrame:
     judged = table["difference"].notna() & (table["prompts"] >= MIN_PROMPTS)
     p = np.where(judged, table["p_value"].astype(float), np.nan)
     table["level"] = holm_levels(p, alpha)
+    table["family"] = [int(judged.sum()) if j else None for j in judged]
     for i in table.index:
         if pd.isna(table.at[i, "difference"]):
             continue
@@ -199,10 +218,49 @@ def _holm(table: pd.DataFrame, alpha: float) -> pd.DataFrame:
             table.at[i, "lo"], table.at[i, "hi"] = draws.ci(float(table.at[i, "level"]))
         else:
             table.at[i, "lo"], table.at[i, "hi"] = table.at[i, "lo95"], table.at[i, "hi95"]
-        effect = table.at[i, "paper_effect"]
-        table.at[i, "verdict"] = effect_verdict(table.at[i, "lo"], table.at[i, "hi"], int(table.at[i, "prompts"]),
-                                                None if effect is None or pd.isna(effect) else float(effect))
+        table.at[i, "verdict"] = row_verdict(table.loc[i])
     return table.drop(columns="_draws", errors="ignore")
+
+
+def _number(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def row_verdict(row: Mapping) -> str:
+    """The verdict of a measured claims row from its stored numbers (``lo``, ``hi``, ``prompts``, ``paper_effect``,
+    ``first``, ``second``): a baseline check's, else the effect-size verdict
+    (:mod:`lenscope.analysis.core.verdicts`)."""
+    if is_baseline_check(row["first"], row["second"]):
+        return check_verdict(float(row["lo"]), float(row["hi"]), int(row["prompts"]))
+    return effect_verdict(float(row["lo"]), float(row["hi"]), int(row["prompts"]), _number(row["paper_effect"]))
+
+
+def relabel_rows(rows: list[dict]) -> list[dict]:
+    """One stored claims table with the labels of this version, from its numbers alone (none is recomputed): each
+    baseline check's ``paper``, each measured row's verdict, and each judged row's ``family`` (the table's number
+    of judged rows: those with a Holm level)."""
+    family = sum(_number(r.get("level")) is not None for r in rows)
+    out = []
+    for r in rows:
+        row = {**r, "family": family if _number(r.get("level")) is not None else None}
+        if is_baseline_check(r["first"], r["second"]):
+            row["paper"] = BASELINE_CHECK
+        if _number(r.get("difference")) is not None:
+            row["verdict"] = row_verdict(row)
+        out.append(row)
+    return out
+
+
+def relabelled(payload: dict) -> dict:
+    """A claims payload (stored or shipped, of any version) with the labels of this version: :func:`relabel_rows`
+    of its table and of every scenario's."""
+    return {**payload, "claims": relabel_rows(payload["claims"]),
+            "by_scenario": {k: relabel_rows(v) for k, v in payload.get("by_scenario", {}).items()}}
+
+
+def row_intervals(row: Mapping) -> tuple[str, str]:
+    """The labels of a row's plain (``lo95``/``hi95``) and Holm-adjusted (``lo``/``hi``) intervals."""
+    return interval_label(), interval_label(_number(row.get("level")), row.get("family"))
 
 
 def plp_fall_specs() -> list[tuple[ClaimSpec, str]]:
@@ -360,7 +418,7 @@ def stored_claims(store: Store, dataset: str) -> dict | None:
     """The claims payload last stored for ``dataset`` (None for one judged before cross-validation, on one
     split: its verdicts do not read the number of prompts)."""
     payload = store.stored(CLAIMS_KIND, {"dataset": dataset})
-    return payload if payload is not None and "folds" in payload.get("config", {}) else None
+    return relabelled(payload) if payload is not None and "folds" in payload.get("config", {}) else None
 
 
 def stored_claims_table(store: Store, dataset: str, scenario: str | None = None) -> pd.DataFrame | None:
@@ -396,20 +454,37 @@ def head_options_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def claims_markdown(table: pd.DataFrame) -> str:
-    """The claims as a markdown table (differences in tokens of MAE; negative: the claim holds)."""
-    lines = ["| claim | paper | paper's effect here | ours: MAE difference [Holm CI] | 95% CI | prompts (runs) | "
-             "clipped MAE difference, all runs [95% CI] | verdict |", "|---|---|---|---|---|---|---|---|"]
-    for c in table.itertuples():
-        measured = c.difference is not None and not pd.isna(c.difference)
-        ours = ci_text(c.difference, c.lo, c.hi, signed=True) if measured else ""
-        raw = ci_text(c.difference, c.lo95, c.hi95, signed=True) if measured else ""
-        effect = "" if c.paper_effect is None or pd.isna(c.paper_effect) else f"{c.paper_effect:+.1f}"
-        clipped = ("" if c.clipped_difference is None or pd.isna(c.clipped_difference)
-                   else ci_text(c.clipped_difference, c.clipped_lo, c.clipped_hi, signed=True)
-                   + f" ({c.clipped_runs} runs)")
-        level = "" if c.level is None or pd.isna(c.level) else f" ({c.level:.2%})"
-        lines.append(f"| {c.claim} | {c.paper} | {effect} | {ours}{level} | {raw} | {c.prompts} ({c.runs}) | "
-                     f"{clipped} | {c.verdict} |")
-    return "\n".join(lines)
+def holm_family(table: pd.DataFrame) -> int:
+    """The size of a claims table's Holm family: its judged rows (those with a level)."""
+    return int(pd.to_numeric(table["level"], errors="coerce").notna().sum()) if "level" in table else 0
 
+
+def claims_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The claims as pages, the report and the command line show them (differences in tokens of MAE; negative: the
+    claim holds): each interval as text under a header naming its level, the plain 95% CI beside the Holm-adjusted
+    one (each row's level in its cell, the table's family in the header; empty for a row outside the family, too
+    few prompts), the clipped MAE difference over all runs, and the verdict (read on the Holm-adjusted CI)."""
+    holm = f"Holm-adjusted CI (level, family of {holm_family(table)})"
+    out = []
+    for r in table.to_dict("records"):
+        measured = _number(r["difference"]) is not None
+        effect, level, clipped = _number(r["paper_effect"]), _number(r.get("level")), _number(r["clipped_difference"])
+        out.append({
+            "claim": r["claim"], "paper": r["paper"],
+            "paper's effect here": "" if effect is None else f"{effect:+.1f}",
+            "MAE difference": f"{r['difference']:+.1f}" if measured else "",
+            "95% CI": f"[{r['lo95']:+.1f}, {r['hi95']:+.1f}]" if measured else "",
+            holm: f"[{r['lo']:+.1f}, {r['hi']:+.1f}] ({level_text(level)})" if measured and level is not None else "",
+            "prompts (runs)": f"{r['prompts']} ({r['runs']})",
+            "clipped MAE difference, all runs [95% CI]": "" if clipped is None else
+            f"{ci_text(clipped, r['clipped_lo'], r['clipped_hi'], signed=True)} ({r['clipped_runs']} runs)",
+            "verdict": r["verdict"]})
+    return pd.DataFrame(out)
+
+
+def claims_markdown(table: pd.DataFrame) -> str:
+    """The claims as a markdown table: :func:`claims_display`."""
+    shown = claims_display(table)
+    lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in shown.itertuples(index=False)]
+    return "\n".join(lines)

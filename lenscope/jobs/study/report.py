@@ -9,11 +9,13 @@ from datetime import UTC, datetime
 import pandas as pd
 import plotly.graph_objects as go
 
+from lenscope.analysis.core.verdicts import VERDICT_LEGEND
 from lenscope.analysis.papers import EGTP_ATTRIBUTION_R, EGTP_PLP_MAE, EGTP_POOLING_MAE, OUTLETS_SERVING
 from lenscope.figures.attribution import evidence_display, head_summary_display
 from lenscope.figures.drafter import ablation_table, drafter_ablation_tables
 from lenscope.figures.egtp import ablation_pivot, mae_by_step_figure, pooling_ablation_figure
 from lenscope.figures.scheduler import outlets_change_figure
+from lenscope.jobs.results.claims import claims_display, holm_family
 from lenscope.jobs.scheduler.replay import format_seed_table, preset_seed_table
 from lenscope.jobs.study.results import StudyResults, claims_table
 
@@ -55,7 +57,8 @@ def study_report(results: StudyResults) -> str:
     report.note(f"Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by lenscope. {results.caption()}. The claims "
                 "are judged on out-of-fold predictions of every finished run "
                 "(grouped cross-validation); the other sections on the single split's test runs (fold 0). "
-                "Differences are paired bootstrap 95% CIs over prompts; under 50 prompts nothing is judged.")
+                "Differences are paired bootstrap CIs over prompts, each named by its level (the claims' plain 95% "
+                "CI beside their Holm-adjusted one); under 50 prompts nothing is judged.")
 
     report.heading("The papers' claims")
     claims = claims_table(results)
@@ -63,13 +66,12 @@ def study_report(results: StudyResults) -> str:
         report.note("Not judged yet: `python -m lenscope claims`.")
     else:
         config = results.claims()["config"]
-        report.table(claims[["claim", "paper", "paper_effect", "difference", "lo", "hi", "prompts", "runs",
-                             "clipped_difference", "verdict"]])
+        report.table(claims_display(claims))
         report.note(f"Out-of-fold predictions of {config['folds']}-fold cross-validation grouped by conversation, "
-                    f"{config['seeds']} training seeds; difference < 0 means the claim holds. lo/hi: the Holm-adjusted "
-                    "CI (prompts and seeds resampled). Reproduced: the CI is below 0; contradicted: above 0; paper's "
-                    "effect ruled out: the CI includes 0 but not the paper's effect scaled to our MAE; under 50 "
-                    "prompts: too few to judge.")
+                    f"{config['seeds']} training seeds; MAE difference < 0 means the claim holds. 95% CI: the plain "
+                    "paired bootstrap CI; Holm-adjusted CI: each row's level in its cell, over the family of the "
+                    f"table's {holm_family(claims)} judged rows (prompts and seeds resampled); the verdicts read the "
+                    f"Holm-adjusted CI, the paper's effect scaled to our MAE. Verdicts: {VERDICT_LEGEND}.")
 
     report.heading(f"Pooling ablation (static heads, layer {layer})")
     ablation = results.pooling_ablation()

@@ -21,7 +21,7 @@ import pandas as pd
 
 from lenscope.analysis.results.leaderboard import FRAME_COLUMNS
 from lenscope.jobs.predictors.catalog import REBUILD, sha256, verify_file
-from lenscope.jobs.results.claims import claims_report
+from lenscope.jobs.results.claims import claims_report, relabelled
 from lenscope.jobs.results.crossval import runs_digest
 from lenscope.jobs.study.results import StoreResults
 from lenscope.models.atomic_files import atomic_gzip, write_text
@@ -151,8 +151,27 @@ def publish_results(results: StoreResults, target: TargetModel, root: Path = RES
                 "prompts": int(runs["prompt_id"].nunique()), "test_runs": int((runs["split"] == "test").sum()),
                 "created": datetime.now(UTC).isoformat(timespec="seconds"), "rebuild": REBUILD,
                 "publish": PUBLISH, "files": written, "signature": source_signature(results)}
+    _write_manifest(root, manifest)
+    return manifest
+
+
+def _write_manifest(root: Path, manifest: dict) -> None:
     write_text(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     _read_study.cache_clear()
+
+
+def relabel_shipped_claims(root: Path = RESULTS_DIR) -> dict:
+    """Give the shipped claims under ``root`` the labels of this version (:func:`relabelled`: from their stored
+    numbers, none recomputed) and their new hash to the manifest; returns the manifest."""
+    study = shipped_study(root)
+    if study is None or study.json("claims.json") is None:
+        raise ValueError(f"no shipped claims under {root}")
+    path = root / "claims.json"
+    _dump(path, _finite(relabelled(study.json("claims.json"))))
+    manifest = {**study.manifest, "files": {**study.manifest["files"],
+                                            "claims.json": {**study.manifest["files"]["claims.json"],
+                                                            "sha256": sha256(path)}}}
+    _write_manifest(root, manifest)
     return manifest
 
 
@@ -217,7 +236,8 @@ class ShippedStudy:
         return self.frame("runs.csv.gz")
 
     def claims(self) -> dict | None:
-        return self.json("claims.json")
+        found = self.json("claims.json")
+        return None if found is None else relabelled(found)
 
     def out_of_fold(self) -> pd.DataFrame | None:
         return self.frame("out_of_fold.csv.gz")

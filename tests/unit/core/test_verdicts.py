@@ -1,4 +1,5 @@
-"""Effect-size verdicts (every label, each boundary), Holm's levels, and the bootstrap over prompts and seeds."""
+"""Effect-size verdicts (every label, each boundary), baseline checks, intervals named by their level, Holm's levels,
+and the bootstrap over prompts and seeds."""
 
 from __future__ import annotations
 
@@ -7,16 +8,25 @@ import pytest
 
 from lenscope.analysis.core.metrics import seeded_bootstrap
 from lenscope.analysis.core.verdicts import (
+    CHECK_FAILED,
+    CHECK_PASSED,
+    CHECK_UNDECIDED,
     CONTRADICTED,
     INCONCLUSIVE,
+    LABELS,
     MIN_PROMPTS,
     PAIRED_LABELS,
     REPRODUCED,
     RULED_OUT,
+    SIZE_RULED_OUT,
+    VERDICT_LEGEND,
+    check_verdict,
     correlation_reading,
     effect_verdict,
     fraction_words,
     holm_levels,
+    interval_label,
+    level_text,
     p_text,
     paired_verdict,
     scaled_effect,
@@ -26,8 +36,15 @@ PAPER = -20.0  # the paper's effect in our tokens: A is 20 tokens better
 
 
 @pytest.mark.parametrize("lo, hi, n, paper, expected", [
-    (-30.0, -5.0, 200, PAPER, REPRODUCED),
+    (-30.0, -5.0, 200, PAPER, REPRODUCED),           # below 0, includes the paper's effect
     (-30.0, -1e-9, 200, PAPER, REPRODUCED),          # just below 0
+    (-20.0, -5.0, 200, PAPER, REPRODUCED),           # reaches the paper's effect exactly: not ruled out
+    (-19.999, -5.0, 200, PAPER, SIZE_RULED_OUT),     # just inside it: the size is ruled out
+    (-13.7, -0.5, 200, -89.8, SIZE_RULED_OUT),       # EGTP < SSJF-Reg on the shipped study
+    (-13.5, -0.6, 200, -27.9, SIZE_RULED_OUT),       # the PLP fall on the shipped study
+    (-8.0, -1e-9, 200, PAPER, SIZE_RULED_OUT),       # just below 0, well inside the paper's effect
+    (-30.0, -5.0, 200, None, REPRODUCED),            # the paper gives no number: nothing to rule out
+    (-3.0, -1.0, 200, 5.0, REPRODUCED),              # a paper effect above 0 is no size to fall short of
     (-30.0, 0.0, 200, PAPER, INCONCLUSIVE),          # touches 0, includes the paper's effect
     (2.0, 9.0, 200, PAPER, CONTRADICTED),
     (1e-9, 9.0, 200, PAPER, CONTRADICTED),           # just above 0
@@ -44,6 +61,45 @@ PAPER = -20.0  # the paper's effect in our tokens: A is 20 tokens better
 ])
 def test_effect_verdict_labels_and_boundaries(lo, hi, n, paper, expected):
     assert effect_verdict(lo, hi, n, paper) == expected
+
+
+def test_labels_are_distinct_and_the_legend_names_every_one():
+    assert LABELS == (REPRODUCED, SIZE_RULED_OUT, CONTRADICTED, RULED_OUT, INCONCLUSIVE)
+    assert SIZE_RULED_OUT == "direction reproduced, size ruled out"
+    assert len(set(LABELS + (CHECK_PASSED, CHECK_FAILED, CHECK_UNDECIDED))) == 8
+    for label in (*LABELS, CHECK_PASSED, CHECK_FAILED, CHECK_UNDECIDED, "baseline check"):
+        assert f"{label}" in VERDICT_LEGEND
+
+
+@pytest.mark.parametrize("lo, hi, n, expected", [
+    (-9.0, -1e-9, 200, CHECK_PASSED),
+    (1e-9, 9.0, 200, CHECK_FAILED),
+    (-9.0, 0.0, 200, CHECK_UNDECIDED),
+    (0.0, 9.0, 200, CHECK_UNDECIDED),
+    (34.9, 55.4, MIN_PROMPTS - 1, "too few prompts to judge (n = 49)"),
+])
+def test_a_baseline_check_never_says_reproduced_or_contradicted(lo, hi, n, expected):
+    assert check_verdict(lo, hi, n) == expected
+    assert check_verdict(lo, hi, n) not in LABELS
+
+
+@pytest.mark.parametrize("level, family, text", [
+    (0.95, None, "95% CI"),
+    (None, None, "95% CI"),
+    (float("nan"), 24, "95% CI"),                    # a row outside the family keeps its plain 95% CI
+    (1 - 0.05 / 24, 24, "Holm-adjusted 99.8% CI (family of 24)"),
+    (1 - 0.05 / 7, 24.0, "Holm-adjusted 99.3% CI (family of 24)"),
+    (0.995, 22, "Holm-adjusted 99.5% CI (family of 22)"),
+    (0.95, 1, "Holm-adjusted 95% CI (family of 1)"),
+    (0.9999, 3, "Holm-adjusted 99.99% CI (family of 3)"),  # never rounded up to 100%
+    (0.99, float("nan"), "99% CI"),
+])
+def test_interval_label_names_the_level_and_the_family(level, family, text):
+    assert interval_label(level, family) == text
+
+
+def test_level_text_keeps_the_decimals_it_needs():
+    assert [level_text(v) for v in (0.95, 0.9929, 0.99964, 0.5)] == ["95%", "99.3%", "99.96%", "50%"]
 
 
 @pytest.mark.parametrize("lo, hi, n, expected", [

@@ -35,6 +35,7 @@ def test_claims_are_judged_out_of_fold_with_seeds(store, capsys):
     assert egtp["verdict"] == "reproduced"  # the length sits in the top-entropy token: EGTP pooling finds it
     assert egtp["prompts"] >= 120 and egtp["clipped_runs"] > egtp["runs"]  # censored runs enter the clipped MAE
     assert egtp["lo"] <= egtp["lo95"] <= egtp["difference"] <= egtp["hi95"] <= egtp["hi"]  # Holm widens the CI
+    assert egtp["family"] == table["level"].notna().sum()  # the Holm family: the table's judged rows
     pooling = table.loc[[f"EGTP pooling < {p} pooling (static)" for p in ("max", "last", "mean")]]
     assert pooling["paper_effect"].lt(0).all() and pooling["level"].ge(0.95).all()
     assert table.loc["OUTLETS drafter < target probe (dynamic, steps 0-32)", "verdict"].startswith("not measured")
