@@ -27,6 +27,12 @@ def reads_inside_the_repository():
         pytest.fail(f"the test read outside the repository, which a user's clone does not have: {sorted(set(outside))}")
 
 
+@pytest.fixture(autouse=True)
+def benchmark_records_aside(tmp_path_factory, monkeypatch):
+    """A benchmark a test runs records its figures in a temporary folder, never over the shipped data/benchmarks."""
+    monkeypatch.setenv("LENSCOPE_BENCHMARK_RECORDS", str(tmp_path_factory.mktemp("benchmark-records")))
+
+
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch) -> Path:
     """A fresh LENSCOPE_DATA_DIR (SQLite + tensors) for one test."""

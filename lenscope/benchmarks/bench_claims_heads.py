@@ -17,6 +17,7 @@ from dataclasses import replace
 import torch
 
 from lenscope.analysis.egtp.training import HeadConfig, HeadTask, TrainResult, train_heads
+from lenscope.benchmarks.records import Number, Numbers
 
 FOLDS, SEEDS = 5, 3
 
@@ -50,7 +51,7 @@ def compare(tasks: list[HeadTask], side_by_side: int) -> tuple[float, float, boo
     return one_at_a_time, time.perf_counter() - began, _same(alone, together)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> Numbers:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=10, help="epochs of the EGTP head (the claims train 60)")
     parser.add_argument("--plp-rows", type=int, default=20_000, help="PLP training rows a fold (0: no PLP row)")
@@ -63,12 +64,19 @@ def main(argv: list[str] | None = None) -> None:
     print(f"| learner (15 trainings: {FOLDS} folds x {SEEDS} seeds) | epochs | one at a time, s | side by side, s "
           f"| ratio | bit for bit |", flush=True)
     print("|---|---|---|---|---|---|")
-    last = ""
+    last, numbers = "", {}
     for name, tasks, epochs, side_by_side in runs:
         alone, together, same = compare(tasks, side_by_side)
+        key, of = ("egtp" if name == "EGTP head" else "plp"), (f"{name}'s {len(tasks)} trainings ({epochs} epochs, "
+                                                               f"{len(tasks[0].x_train):,} rows)")
+        numbers |= {f"{key}_one_at_a_time_s": Number(alone, "s", f"{of}, one at a time"),
+                    f"{key}_side_by_side_s": Number(together, "s", f"{of}, {side_by_side} side by side"),
+                    f"{key}_ratio": Number(alone / together, "x", f"{of}: one at a time over side by side"),
+                    f"{key}_bit_for_bit": Number(same, "", f"{of}: every head the same both ways")}
         print(f"| {name} ({len(tasks[0].x_train):,} rows, {side_by_side} side by side) | {epochs} | {alone:.1f} | "
               f"{together:.1f} | {alone / together:.2f}x | {'yes' if same else 'NO'} |", flush=True)
         if name == "EGTP head":
             last = (f"claims heads: {len(tasks)} EGTP heads side by side in {together:.1f} s against {alone:.1f} s one "
                     f"at a time ({alone / together:.2f}x), {'bit for bit the same' if same else 'NOT the same'}")
     print(last)
+    return numbers

@@ -21,6 +21,7 @@ import time
 import torch
 
 from lenscope.analysis.data.prompts import sample_prompts
+from lenscope.benchmarks.records import Number, Numbers
 from lenscope.models.engine import BatchedEngine, Generation, GenerationSettings
 from lenscope.models.logits import summarize_logits
 from lenscope.models.target import (
@@ -111,13 +112,18 @@ def engine_run(target: TargetModel, layers: list[int], batch: int, features: str
     return dict(engine.run(prompts, per_row[:len(prompts)]))
 
 
+KEYS = {"(a) per-token loop": "loop", "(b) engine, features from decode": "engine_decode",
+        "(b) engine, teacher-forced features": "engine_teacher", "(c) HF generate, no features": "hf_generate",
+        "(d) teacher-forced forward": "teacher_forward"}  # figure names of the methods
+
+
 def timed(fn) -> tuple[object, float]:
     start = time.perf_counter()
     result = fn()
     return result, time.perf_counter() - start
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> Numbers:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="64 prompts, 32 new tokens, batch-1 methods on 8")
     parser.add_argument("--prompts", type=int, default=128)
@@ -142,9 +148,13 @@ def main(argv: list[str] | None = None) -> None:
           f"{sum(map(len, prompts)) / len(prompts):.0f} tokens on average), {args.new_tokens} new tokens, "
           f"T=0.7; batch-1 methods on the first {len(single)}", flush=True)
     rows: list[tuple[str, int, int, int, int, float]] = []
+    numbers: Numbers = {}
 
     def report(method: str, batch: int, n_prompts: int, tokens: int, waste: int, seconds: float) -> float:
         rows.append((method, batch, n_prompts, tokens, waste, seconds))
+        numbers[f"{KEYS[method]}{f'_batch_{batch}' if batch else ''}_tokens_per_s"] = Number(
+            tokens / seconds, "tokens/s", f"{method}, {f'batch {batch}' if batch else 'grouped by length'}: "
+                                          f"{tokens:,} answer tokens of {n_prompts} prompts in {seconds:.1f} s")
         print(f"  {method:<34} batch {batch:>3}: {tokens:>6} tokens in {seconds:7.1f} s = "
               f"{tokens / seconds:7.1f} tokens/s (waste {waste} row-steps)", flush=True)
         return tokens / seconds
@@ -193,6 +203,13 @@ def main(argv: list[str] | None = None) -> None:
     engine_best = max(engine_rates[best], teacher_rate)
     print(f"collect engine speedup vs per-token loop: {engine_best / loop_rate:.2f}x; "
           f"vs HF generate: {engine_best / max(hf_rates.values()):.2f}x")
+    ceiling = numbers["teacher_forward_tokens_per_s"].value
+    return numbers | {
+        "speedup_vs_loop": Number(engine_best / loop_rate, "x", "the engine's best tokens/s over the per-token loop's"),
+        "speedup_vs_hf_generate": Number(engine_best / max(hf_rates.values()), "x",
+                                         "the engine's best tokens/s over HF generate's best"),
+        "ceiling_vs_loop": Number(ceiling / loop_rate, "x", "the teacher-forced forward (compute ceiling) over the "
+                                                            "per-token loop")}
 
 
 if __name__ == "__main__":

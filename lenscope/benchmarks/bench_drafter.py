@@ -19,6 +19,7 @@ from collections.abc import Callable
 import torch
 
 from lenscope.analysis.drafter.acceptance import cycle_acceptance
+from lenscope.benchmarks.records import Number, Numbers
 from lenscope.benchmarks.timing import median_seconds
 from lenscope.models.drafter import Drafter
 from lenscope.models.drafter_decoding import SpeculativeDecoder, plain_decode
@@ -110,7 +111,7 @@ def load_inputs(args: argparse.Namespace, target: TargetModel) -> tuple[Drafter,
     return Drafter.for_target(target, draft_vocab_size=4096).eval(), prompts, "fresh (untrained)"
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> Numbers:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="", help="target model spec (default: embedded SmolLM2)")
     parser.add_argument("--drafter", default="", help="saved drafter dir")
@@ -133,6 +134,27 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(result, indent=2))
     print(f"speculative speedup vs plain decoding: {result['speedup']:.2f}x; "
           f"length head / drafter step: {result['head_over_drafter']:.4f}x")
+    return figures(result)
+
+
+def figures(result: dict) -> Numbers:
+    """The figures of a :func:`main` result (the drafter's name and the acceptance per position stay in its JSON)."""
+    ctx = f"{result['context']}-token KV cache, {result['threads']} thread(s) on {result['device']}, drafter " \
+          f"{result['drafter']}"
+    costs = {"length_head_ms": "the length head", "drafter_step_ms": "a drafter step (decoder layer + draft head)",
+             "target_step_ms": "a target decode step"}
+    ratios = {"head_over_drafter": "length head over a drafter step",
+              "head_over_target": "length head over a target decode step",
+              "drafter_over_target": "drafter step over a target decode step"}
+    decode = f"greedy decoding of {result['prompts']} prompts ({result['tokens']} tokens)"
+    return ({k: Number(result[k], "ms", f"median cost of {what} ({ctx})") for k, what in costs.items()}
+            | {k: Number(result[k], "x", what) for k, what in ratios.items()}
+            | {"plain_tokens_per_s": Number(result["plain_tokens_per_s"], "tokens/s", f"plain {decode}"),
+               "speculative_tokens_per_s": Number(result["speculative_tokens_per_s"], "tokens/s",
+                                                  f"speculative {decode}"),
+               "speedup": Number(result["speedup"], "x", "speculative over plain decoding (same answers)"),
+               "tau": Number(result["tau"], "tokens", "tokens a target step yields speculatively (1 + accepted)"),
+               "identical": Number(result["identical"], "prompts", "answers identical to plain decoding")})
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from lenscope.analysis.core.soft_label_head import SoftLabelHead, log_bins
 from lenscope.analysis.egtp.plp import plp_inputs
 from lenscope.analysis.egtp.pooling import pool
 from lenscope.analysis.egtp.training import HeadConfig
+from lenscope.benchmarks.records import Number, Numbers
 from lenscope.benchmarks.timing import median_seconds
 from lenscope.models.logits import summarize_logits
 from lenscope.models.target import TargetModel
@@ -23,7 +24,7 @@ PROMPT = ("Explain how a length-aware scheduler can reduce padding when batching
           "output lengths, and give a short example with three requests.")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> Numbers:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--layer", type=int, default=30)
@@ -83,6 +84,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"forward + EGTP + head   {t_egtp * 1e3:8.2f} ms   ratio {t_egtp / t_bare:.3f}")
     print(f"decode step (KV cache)  {t_step * 1e3:8.2f} ms")
     print(f"PLP update + head       {t_plp * 1e3:8.3f} ms   ratio to a decode step {t_plp / t_step:.4f}")
+    of = f"median of {args.repeats}, {ids.shape[1]}-token prompt, {args.threads} thread(s) on {target.device}"
+    return {"prompt_tokens": Number(int(ids.shape[1]), "tokens", "tokens of the timed prompt"),
+            "bare_forward_ms": Number(t_bare * 1e3, "ms", f"a bare forward pass ({of})"),
+            "egtp_forward_ms": Number(t_egtp * 1e3, "ms", f"forward + entropy + EGTP pooling + head ({of})"),
+            "egtp_ratio": Number(t_egtp / t_bare, "x", "forward + EGTP + head over a bare forward"),
+            "decode_step_ms": Number(t_step * 1e3, "ms", f"one KV-cached decode step ({of})"),
+            "plp_step_ms": Number(t_plp * 1e3, "ms", f"a PLP prefix-pool update + head (median of "
+                                                     f"{args.repeats * 10})"),
+            "plp_ratio": Number(t_plp / t_step, "x", "PLP update + head over a decode step")}
 
 
 if __name__ == "__main__":

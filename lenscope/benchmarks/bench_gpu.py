@@ -39,6 +39,7 @@ from lenscope.analysis.drafter.acceptance import DRAFT_STEPS
 from lenscope.analysis.drafter.training import get_variant, train_drafter
 from lenscope.benchmarks.bench_collect import engine_run, hf_generate, sampling, timed
 from lenscope.benchmarks.bench_drafter import decode_speeds
+from lenscope.benchmarks.records import Number, Numbers
 from lenscope.jobs.drafter.training import drafter_settings, load_examples
 from lenscope.jobs.predictors.catalog import shipped_predictor
 from lenscope.jobs.runs.datasets import with_splits
@@ -241,6 +242,27 @@ HEADLINES: dict[str, Callable[[dict], str]] = {
     "speculative": lambda r: f"{r['speedup']:.2f}x plain (tau {r['tau']:.2f})"}
 
 
+# Each section's figures: (section, key in its result, figure name, unit, what it is).
+FIGURES = (("collection", "engine_tokens_per_s", "collection_engine_tokens_per_s", "tokens/s",
+            "the batched engine's answer tokens/s, features from the decode"),
+           ("collection", "hf_tokens_per_s", "collection_hf_tokens_per_s", "tokens/s",
+            "HF generate's answer tokens/s, no features"),
+           ("collection", "vs_hf", "collection_vs_hf", "x", "the engine's tokens/s over HF generate's"),
+           ("import", "tokens_per_s", "import_tokens_per_s", "tokens/s",
+            "the study import's prompt + answer tokens/s, features recomputed"),
+           ("import", "runs", "import_runs", "runs", "study runs imported within the budget"),
+           ("drafter", "steps_per_s", "drafter_steps_per_s", "steps/s", "OUTLETS drafter training steps a second"),
+           ("speculative", "speedup", "speculative_speedup", "x", "speculative over plain greedy decoding"),
+           ("speculative", "tau", "speculative_tau", "tokens", "tokens a target step yields speculatively"))
+
+
+def figures(load_s: float, results: dict[str, dict]) -> Numbers:
+    """The headline figures of the sections that ran, and the model's load time."""
+    return {"load_s": Number(load_s, "s", "loading the target model")} | {
+        name: Number(results[section][key], unit, what) for section, key, name, unit, what in FIGURES
+        if section in results}
+
+
 def summary_line(device: str, results: dict[str, dict]) -> str:
     """The last line: each section's headline figure, or ``failed``."""
     parts = [f"{name} {HEADLINES[name](results[name]) if name in results else 'failed'}" for name in SECTIONS]
@@ -286,7 +308,7 @@ def options(argv: list[str] | None) -> tuple[argparse.Namespace, Sizes]:
     return args, replace(QUICK if args.quick else FULL, **given)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> Numbers:
     args, sizes = options(argv)
     start = time.perf_counter()
     target, load_s = timed(lambda: TargetModel.load(device=args.device))
@@ -309,6 +331,7 @@ def main(argv: list[str] | None = None) -> None:
     print(summary, flush=True)
     if failed:
         raise SystemExit(1)
+    return figures(load_s, results)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import time
 import numpy as np
 import pandas as pd
 
+from lenscope.analysis.core.metrics import Estimate
+from lenscope.benchmarks.records import Number, Numbers
 from lenscope.jobs.scheduler.live import (
     BEYOND,
     CANNOT_TELL,
@@ -119,9 +121,8 @@ def pair_lines(differences: pd.DataFrame) -> list[str]:
     return lines
 
 
-def bias_text(runs: list[LiveRun], replay: str = "sim") -> str:
-    """The simulator's P99 error averaged over every run, with its CI and reading (:func:`p99_bias`)."""
-    estimate, reading = p99_bias(runs, replay)
+def bias_text(estimate: Estimate, reading: str) -> str:
+    """The simulator's P99 error averaged over every run (:func:`p99_bias`), with its CI and reading."""
     return f"{percent(estimate.value)} [{percent(estimate.lo)}, {percent(estimate.hi)}] ({reading})"
 
 
@@ -137,7 +138,33 @@ def run_to_run(runs: list[LiveRun]) -> float:
     return float(np.mean(apart)) if apart else float("nan")
 
 
-def main(argv: list[str] | None = None) -> None:
+def figures(counts: dict[str, dict[str, int]], biases: dict[str, tuple[Estimate, str]], agree: dict[str, int],
+            same_order: int, apart: int, spread: float, runs: int, minutes: float) -> Numbers:
+    """The last line's figures: policy-loads per reading, the P99 error over all runs with its CI per replay, the
+    rankings and pairs that agree, the real server's run-to-run spread."""
+    readings = {WITHIN: "within", BEYOND: "beyond", CANNOT_TELL: "cannot_tell"}
+    numbers = {f"{replay}_{key}": Number(counts[replay].get(reading, 0), "policy-loads",
+                                         f"policy-loads whose P99 E2E error reads '{reading}' against the "
+                                         f"{P99_GOAL:.0%} goal, sim {REPLAYS[replay]}")
+               for replay in ("sim", "over_time") for reading, key in readings.items()}
+    for replay, (estimate, reading) in biases.items():
+        of = f"the simulator's P99 E2E error over all runs, sim {REPLAYS[replay]} ({reading})"
+        numbers |= {f"{replay}_p99_error": Number(100 * estimate.value, "%", of),
+                    f"{replay}_p99_error_lo": Number(100 * estimate.lo, "%", f"{of}: 95% CI, low"),
+                    f"{replay}_p99_error_hi": Number(100 * estimate.hi, "%", f"{of}: 95% CI, high")}
+    numbers |= {f"ranking_same_{which}": Number(agree[which], "loads", f"loads where the ranking by {name.strip(': ')} "
+                                                                      "is the real one's")
+                for which, (name, _) in SIM_RANKINGS.items()}
+    return numbers | {
+        "pairs_ordered_alike": Number(same_order, "pairs", "pairs of policies the real runs tell apart that the "
+                                                           "simulator orders alike"),
+        "pairs_told_apart": Number(apart, "pairs", "pairs of policies the real runs tell apart"),
+        "real_run_to_run": Number(100 * spread, "%", "how far apart a policy's real P99 E2E is between two runs"),
+        "real_runs": Number(runs, "runs", "real runs served"),
+        "minutes": Number(minutes, "min", "wall time of the comparison")}
+
+
+def main(argv: list[str] | None = None) -> Numbers:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a one-minute check: 8 short requests, batch 3, "
                                                               "FCFS and oracle SJF")
@@ -195,7 +222,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n## P99 E2E against the goal ({P99_GOAL:.0%}): mean over each policy's runs, 95% CI from the run-to-run "
           "spread of the errors pooled over loads and policies")
     print("\n".join(goal_rows(errors)))
-    overall = {replay: bias_text(served, replay) for replay in REPLAYS}
+    biases = {replay: p99_bias(served, replay) for replay in REPLAYS}
+    overall = {replay: bias_text(*bias) for replay, bias in biases.items()}
     print(f"\nthe simulator's P99 E2E error averaged over all {len(served)} runs (95% bootstrap CI over loads and "
           "policies): " + "; ".join(f"{REPLAYS[r]} {text}" for r, text in overall.items()))
     print(f"the real server against itself: a policy's P99 E2E {spread:.1%} apart between two of its runs at the same "
@@ -210,6 +238,8 @@ def main(argv: list[str] | None = None) -> None:
           f"{agree['ranked']} of {len(LOADS)} loads ({agree['at_speed']} at each run's speed, {agree['over_time']} at "
           f"the speed over time), pairs the real runs tell apart ordered alike {same_order} of {apart}, real P99 "
           f"{spread:.1%} apart run to run, {len(served)} real runs in {minutes:.1f} min")
+    return figures({"sim": counts, "over_time": over_time}, biases, agree, same_order, apart, spread, len(served),
+                   minutes)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from lenscope.analysis.data.prompts import sample_prompts
+from lenscope.benchmarks.records import Number, Numbers
 from lenscope.jobs.runs.collect import CollectReport, collect_dataset
 from lenscope.jobs.runs.ray_cluster import RayOptions, connect
 from lenscope.models.engine import GenerationSettings
@@ -38,7 +39,7 @@ def timed_collect(target: TargetModel, prompts, settings: GenerationSettings, ra
     return report, time.perf_counter() - start, store
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> Numbers:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
@@ -75,3 +76,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"projected: each added GPU adds about {efficiency:.2f} x one GPU's engine tokens/s (`benchmark collect` "
           "on that GPU), the share of compute this run kept through Ray; workers on their own GPUs share no cores")
     print(f"local Ray ({args.workers} workers) vs one process: {efficiency:.2f}x")
+    of = f"{args.prompts} prompts x up to {args.new_tokens} tokens"
+    return {"one_process_s": Number(single_s, "s", f"collection in one process, {cores} threads ({of})"),
+            "one_process_tokens_per_s": Number(single_rate, "tokens/s", "answer tokens a second in one process"),
+            "ray_s": Number(ray_s, "s", f"collection on {args.workers} local Ray workers ({of}; cluster start not "
+                                        "counted)"),
+            "ray_tokens_per_s": Number(ray_rate, "tokens/s", f"answer tokens a second on {args.workers} Ray workers"),
+            "ray_cluster_start_s": Number(startup_s, "s", "starting the local Ray cluster"),
+            "same_answers": Number(same, "", "the same answers token by token both ways"),
+            "ray_vs_one_process": Number(efficiency, "x", "Ray's tokens/s over one process's")}

@@ -24,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from lenscope.analysis.core.progress import Progress, label_phase
+from lenscope.benchmarks.records import Number, Numbers
 
 
 class PhaseClock:
@@ -124,7 +125,14 @@ def report(rows: list[tuple[str, str, float, dict]], what: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def figures(rows: list[tuple[str, str, float, dict]], what: str) -> Numbers:
+    """Each phase's minutes (its status in the figure's description) and the total."""
+    numbers = {("load_target" if phase == "load the target model" else re.sub(r"\W+", "_", phase)) + "_min":
+               Number(seconds / 60, "min", f"{phase} ({status[:80]})") for phase, status, seconds, _ in rows}
+    return numbers | {"total_min": Number(sum(r[2] for r in rows) / 60, "min", f"the study rebuilt ({what})")}
+
+
+def main(argv: list[str] | None = None) -> Numbers:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--phases", default=None, help="comma-separated phases to run (default: all), e.g. "
                         "import,heads,plp,attribution,evidence,probe,drafter:outlets,baselines,preset,claims")
@@ -154,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         (f", phases {args.phases}" if phases else ", every phase") + f", {args.dtype} on {args.device}, " \
         f"{os.cpu_count()} cores"
     print(report(rows, what))
+    return figures(rows, what)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from lenscope.benchmarks.bench_roofline import DecoderShape, matmul_gflops
+from lenscope.benchmarks.records import Number, Numbers
 
 GOAL_MINUTES = 60
 
@@ -122,7 +123,23 @@ def report(work: Sequence[Work], gflops: float) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def figures(work: Sequence[Work], gflops: float, rows: int) -> Numbers:
+    """Each phase's tokens, TFLOP and floor, the matrix rate and the total floor against the goal."""
+    numbers: Numbers = {}
+    for w in work:
+        key = w.phase.replace("baselines: ", "").replace(":", "_").replace("-", "_").lower()
+        numbers |= {f"{key}_tokens": Number(w.tokens, "tokens", f"{w.phase}: {w.what}"),
+                    f"{key}_tflop": Number(w.flops / 1e12, "TFLOP", f"{w.phase}: its unavoidable arithmetic"),
+                    f"{key}_floor_min": Number(w.flops / (gflops * 1e9) / 60, "min", f"{w.phase}: its floor")}
+    total = sum(w.flops for w in work) / (gflops * 1e9) / 60
+    return numbers | {
+        "gflops": Number(gflops, "GFLOP/s", f"the target's float32 nn.Linear rate at {rows} rows, "
+                                            f"{torch.get_num_threads()} threads (fastest of 7)"),
+        "floor_min": Number(total, "min", "the rebuild's floor: the phases' arithmetic at that rate"),
+        "floor_vs_goal": Number(total / GOAL_MINUTES, "x", f"the floor over the goal of {GOAL_MINUTES} min")}
+
+
+def main(argv: list[str] | None = None) -> Numbers:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=512, help="rows of the matrix rate measured (default 512)")
     args = parser.parse_args(argv)
@@ -132,7 +149,9 @@ def main(argv: list[str] | None = None) -> None:
 
     target = TargetModel.load(None, device="cpu", dtype="float32")
     work = study_work(target)
-    print(report(work, matmul_gflops(DecoderShape.of(target.config), args.rows, torch.float32)))
+    gflops = matmul_gflops(DecoderShape.of(target.config), args.rows, torch.float32)
+    print(report(work, gflops))
+    return figures(work, gflops, args.rows)
 
 
 if __name__ == "__main__":

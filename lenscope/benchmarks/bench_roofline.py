@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from lenscope.benchmarks.records import Number, Numbers
 from lenscope.benchmarks.timing import fastest_seconds, median_seconds
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -155,7 +156,24 @@ def measured_steps(target, rows: int, prompt: int) -> dict[str, float]:
     return {"loop step": step(1), "engine step per row": step(rows) / rows, "prefill token": prefill}
 
 
-def main(argv: list[str] | None = None) -> None:
+def figures(dtype: str, m: Machine, c: dict[str, float], rows: int) -> Numbers:
+    """One dtype's measured rates, tokens/s and speedup ceiling."""
+    rates = {"matmul_gflops_1": (m.gflops_1, "1 row"), f"matmul_gflops_{rows}": (m.gflops_rows, f"{rows} rows"),
+             "matmul_gflops_512": (m.gflops_prefill, "512 rows")}
+    tokens = {"loop": "the per-token loop's answer tokens/s on the roofline",
+              "engine": "the engine's answer tokens/s on the roofline",
+              "loop measured": "the loop's answer tokens/s with the model's forward passes as measured",
+              "engine forward": "the engine's answer tokens/s with the model's forward passes as measured"}
+    return ({f"{dtype}_{k}": Number(v, "GFLOP/s", f"{dtype} matmul rate at {n}, the target's shapes")
+             for k, (v, n) in rates.items()}
+            | {f"{dtype}_bandwidth_gbs": Number(m.gbs, "GB/s", "read bandwidth, a sum over 512 MB")}
+            | {f"{dtype}_{k.replace(' ', '_')}_tokens_per_s": Number(c[k], "tokens/s", f"{dtype}: {what}")
+               for k, what in tokens.items() if k in c}
+            | {f"{dtype}_speedup_ceiling": Number(c["ratio"], "x", f"{dtype}: the engine's roofline tokens/s over the "
+                                                                  "loop's as it runs (its roofline under --no-model)")})
+
+
+def main(argv: list[str] | None = None) -> Numbers:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt-per-answer", type=float, default=2.25,
                         help="prompt tokens per answer token (--quick's ShareGPT prompts: 2.25)")
@@ -167,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from lenscope.models.target import TargetModel
 
-    lines, results = [], {}
+    lines, results, numbers = [], {}, {}
     for name, dtype in DTYPES.items():
         target = TargetModel.load(None, device="cpu", dtype=name)
         shape = DecoderShape.of(target.config)
@@ -197,11 +215,13 @@ def main(argv: list[str] | None = None) -> None:
                         f"{c['engine forward']:.1f}" if measured else "")
                      + f": speedup ceiling {c['ratio']:.2f}x")
         results[name] = c
+        numbers |= figures(name, m, c, args.rows)
         del target
     print("\n".join(lines))
     against = " against the loop's own roofline (--no-model: the loop was not run)" if args.no_model else ""
     print(f"roofline: --quick speedup ceiling {results['float32']['ratio']:.2f}x in float32, "
           f"{results['bfloat16']['ratio']:.2f}x in bfloat16{against} (target 10x)")
+    return numbers
 
 
 if __name__ == "__main__":
