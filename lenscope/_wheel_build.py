@@ -19,12 +19,12 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE = "_bundle"  # lenscope/_bundle in the wheel: keep in step with cache/settings.py (APP_ROOT)
-ITEMS = ("app.py", "pages", ".streamlit", "data")
+ITEMS = ("app.py", "pages", ".streamlit", "data", "docs", "mkdocs.yml")
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".DS_Store")
 
 
 class BuildPy(build_py):
-    """setuptools' build_py, plus the bundled app (app.py, pages/, .streamlit/, data/) under lenscope/_bundle."""
+    """setuptools' build_py, plus the bundled app (app.py, pages/, .streamlit/, data/, docs/) under lenscope/_bundle."""
 
     def find_package_modules(self, package, package_dir):
         modules = super().find_package_modules(package, package_dir)

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from lenscope.app.docs import docs_link
 from lenscope.app.predictions import predict_typed, shipped_table, show_predictions
 from lenscope.app.runner import error_boundary, run_job
 from lenscope.app.widgets import get_store, model_picker, show_figure, show_table
@@ -11,8 +12,8 @@ from lenscope.jobs.runs.token_view import entropy_summary, token_table
 
 st.set_page_config(page_title="Token entropy · lenscope", layout="wide")
 st.title("Token entropy")
-st.caption("H_i = −Σ_v P(v | x_≤i) log P(v | x_≤i): how unsure the target model is about the token after "
-           "each position. EGTP pools hidden states with softmax(H/α) weights built from these values.")
+st.caption("How unsure the target model is about the token after each position: the entropy EGTP pools by.")
+docs_link("guide/token-entropy")
 
 with st.expander("Length predictors shipped with lenscope: their accuracy on the study's test runs",
                  expanded="entropy_run_id" not in st.session_state):

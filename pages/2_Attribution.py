@@ -4,6 +4,7 @@ import streamlit as st
 
 from lenscope.analysis.papers import EGTP_ATTRIBUTION_R
 from lenscope.app.attribution import show_evidence, show_evidence_payload
+from lenscope.app.docs import docs_link
 from lenscope.app.runner import run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure, show_table
@@ -13,13 +14,9 @@ from lenscope.jobs.egtp.heads import attribute_prompt, attribution_job, stored_a
 
 st.set_page_config(page_title="Attribution · lenscope", layout="wide")
 st.title("Token attribution")
-st.markdown(
-    f"EGTP's evidence: token entropy correlates with gradient importance I_t = ||dL_MSE/dh_t|| "
-    f"(paper: Pearson r = {EGTP_ATTRIBUTION_R}). A head that pools by entropy gives that correlation "
-    "**by construction**, "
-    "so the test below uses a **learned attention-pooling head** (no entropy in its path) beside the mean and "
-    "EGTP heads, on the test split's pooled prompt tokens (the chat template's fixed system turn excluded)."
-)
+st.caption(f"EGTP's evidence: token entropy correlates with gradient importance I_t = ||dL_MSE/dh_t|| (paper: "
+           f"Pearson r = {EGTP_ATTRIBUTION_R}); tested here with a learned head that has no entropy in its path.")
+docs_link("guide/attribution")
 store = get_store()
 dataset = dataset_picker(store)
 shipped = picked_shipped(store, dataset)

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from lenscope.analysis.papers import EGTP_PLP_MAE
+from lenscope.app.docs import docs_link
 from lenscope.app.runner import error_boundary, run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, model_picker, show_figure
@@ -19,8 +20,8 @@ from lenscope.jobs.runs.generate import GenerationSettings, generate_cached
 
 st.set_page_config(page_title="Remaining length · lenscope", layout="wide")
 st.title("Remaining length (PLP)")
-st.caption("After every generated token, the PLP head predicts how many tokens are still to come, from the "
-           "pooled prompt, the pooled generated tokens and the step count.")
+st.caption("After every generated token, the PLP head predicts how many tokens are still to come.")
+docs_link("guide/remaining-length")
 store = get_store()
 dataset = dataset_picker(store)
 shipped = picked_shipped(store, dataset)

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from lenscope.analysis.papers import EGTP_POOLING_MAE
+from lenscope.app.docs import docs_link
 from lenscope.app.runner import run_job
 from lenscope.app.study import dataset_picker, picked_shipped, shipped_notice
 from lenscope.app.widgets import get_store, head_settings, show_figure, show_table
@@ -12,8 +13,8 @@ from lenscope.jobs.egtp.heads import stored_pooling_ablation, train_static
 
 st.set_page_config(page_title="Pooling ablation · lenscope", layout="wide")
 st.title("Pooling ablation")
-st.caption("Static length prediction from the prompt: one soft-label head per pooling of the prompt's "
-           "hidden states, trained on the train split, MAE on the held-out test prompts.")
+st.caption("Static length prediction from the prompt: one soft-label head per pooling of its hidden states.")
+docs_link("guide/pooling-ablation")
 
 
 def show_ablation(result: dict, title: str) -> None:

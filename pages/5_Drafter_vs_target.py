@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from lenscope.app.docs import docs_link
 from lenscope.app.drafter_live import drafter_datasets, live_section, measurement_section
 from lenscope.app.drafter_training import shipped_section, train_section
 from lenscope.app.runner import run_job
@@ -23,9 +24,9 @@ from lenscope.jobs.study.shipped import shipped_for
 
 st.set_page_config(page_title="Drafter vs target · lenscope", layout="wide")
 st.title("Drafter vs target")
-st.caption("OUTLETS: a speculative drafter (EAGLE-3 style, trained with its training-time test) with a length "
-           "head, so the remaining length comes with the drafts; compared with an MLP probe on one target layer. "
-           "Remaining length is predicted after prefill (static) and at every step.")
+st.caption("OUTLETS: a speculative drafter whose length head predicts the remaining length with its drafts, "
+           "against an MLP probe on the target's states.")
+docs_link("guide/drafter-vs-target")
 store = get_store()
 target = model_picker()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from lenscope.app.docs import docs_link
 from lenscope.app.live_serving import live_tab
 from lenscope.app.qps_sweep import qps_sweep_tab
 from lenscope.app.runner import run_job
@@ -25,16 +26,13 @@ from lenscope.jobs.scheduler.replay import (
     run_simulation,
 )
 from lenscope.jobs.study.shipped import shipped_for
-from lenscope.jobs.study.tour import scheduling_stop
+from lenscope.jobs.study.tour import drafter_epochs, scheduling_stop
 
 st.set_page_config(page_title="Scheduler playground · lenscope", layout="wide")
 st.title("Scheduler playground")
-st.caption("A discrete-event simulation of P prefill + D decode instances (or colocated instances) with "
-           "continuous or static batching. Policies only see the predictor's lengths, never the truth. It opens on a "
-           "loaded example (sidebar: trace file, cluster) where length-aware scheduling changes who waits. "
-           "The last tab serves study prompts on the embedded model for real and sets the simulator beside it. "
-           "CLI: `python -m lenscope simulate --trace PATH --dispatch lb --queue sjf`; `qps-sweep`, "
-           "`outlets-preset` and `benchmark live-serving` run the other tabs.")
+st.caption("A simulated serving cluster whose policies see only the predicted lengths, never the truth; the last "
+           "tab serves prompts on the embedded model for real beside it.")
+docs_link("guide/scheduler-playground")
 store = get_store()
 shipped = shipped_for(store)
 trace = trace_picker(store)
@@ -60,9 +58,9 @@ with compare_tab:
 
 with preset_tab:
     if shipped is not None and shipped.preset() is not None:
-        stop = scheduling_stop(shipped.preset())
-        st.info(f"**The study (shipped results): the drafter's short-request P99 change {stop.value}**: "
-                f"{stop.detail}. {stop.paper}. {shipped.label}")
+        stop = scheduling_stop(shipped.preset(), drafter_epochs(shipped))
+        st.info(f"**The study (shipped results): the drafter's short-request P99 change {stop.number} "
+                f"({stop.interval})**: {stop.detail}. It rests on {stop.rests_on}. {stop.paper}. {shipped.label}")
     outlets_preset_tab(store, trace, spec, base, short_q)
 
 with sweep_tab:

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from lenscope.app.docs import docs_link
 from lenscope.app.results import inspect_cell, load_frame, picked_cell, train_panel
 from lenscope.app.study import (
     claims_section,
@@ -21,10 +22,9 @@ TRAIN_HINT = ("`python -m lenscope train-baselines --dataset {d}` (SSJF-Reg/MC, 
 
 st.set_page_config(page_title="Results · lenscope", layout="wide")
 st.title("Results")
-st.caption("Every length predictor in the store, judged on the same runs of one dataset. Step 0 is the "
-           "whole output length predicted before decoding (static predictors); later steps are remaining "
-           "lengths of dynamic predictors (PLP, drafter, probe). On RL-style data each sample of a prompt is "
-           "its own run, so static predictors are judged against every sample.")
+st.caption("Every length predictor in the store, judged on the same runs of one dataset: step 0 before decoding, "
+           "later steps the remaining length.")
+docs_link("guide/results")
 store = get_store()
 dataset = dataset_picker(store)
 if dataset is None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from lenscope.analysis.core.verdicts import VERDICT_LEGEND
 from lenscope.app.background import get_job, show_job, start_job
+from lenscope.app.docs import docs_link
 from lenscope.app.widgets import MODEL_KEY, get_target, number_card, show_table
+from lenscope.jobs.results.claims import claims_display, holm_family
 from lenscope.jobs.runs.datasets import dataset_counts, preferred_dataset
 from lenscope.jobs.study.pipeline import (
     SHIPPED_SAMPLES,
@@ -158,14 +161,16 @@ def report_button(results: StudyResults, key: str = "report") -> None:
 # A card's headline: the number on one line, its interval whole on the next (never cut: st.metric and headings
 # end a value too wide for a fifth of the page with "...").
 def guided_tour(results: StudyResults) -> None:
-    """Five numbered cards, each with its number and its interval (whole, on two lines) from a study's ``results``
-    and a link to its page."""
+    """Five numbered cards, each with its number and its intervals named by their level (whole, below it) from a
+    study's ``results``, what it rests on, the paper's counterpart and a link to its page."""
     columns = st.columns(5)
     for column, stop in zip(columns, tour(results)):
         with column.container(border=True):
             st.markdown(f"**{stop.title}**")
             number_card(stop.number, stop.interval)
-            st.caption(f"{stop.detail}. {stop.paper}.")
+            rests = f" Rests on {stop.rests_on}." if stop.rests_on else ""
+            verdict = f" **{stop.verdict}**." if stop.verdict else ""
+            st.caption(f"{stop.detail}.{verdict}{rests} {stop.paper}.")
             st.page_link(stop.page, label="Open the page")
 
 
@@ -177,9 +182,10 @@ def claims_section(results: StudyResults) -> None:
                 "(`python -m lenscope claims`).")
         return
     config = results.claims()["config"]
-    shown = [c for c in ("claim", "paper", "paper_effect", "difference", "lo", "hi", "prompts", "runs", "verdict")
-             if c in table]
-    show_table(table[shown], f"claims-{results.dataset}", hide_index=True, width="stretch")
+    show_table(claims_display(table), f"claims-{results.dataset}", hide_index=True, width="stretch")
     st.caption(f"Out-of-fold predictions of {config['folds']}-fold cross-validation grouped by conversation, "
-               f"{config['seeds']} training seeds; difference < 0: the claim holds; lo/hi: the Holm-adjusted 95% CI "
-               "(prompts and seeds resampled); under 50 prompts nothing is judged.")
+               f"{config['seeds']} training seeds; MAE difference < 0: the claim holds. 95% CI: the plain paired "
+               f"bootstrap CI; Holm-adjusted CI: each row's level in its cell, over the family of the table's "
+               f"{holm_family(table)} judged rows (prompts and seeds resampled); the verdicts read the Holm-adjusted "
+               f"CI. Verdicts: {VERDICT_LEGEND}.")
+    docs_link("study/evaluation", "How the claims are judged")

@@ -41,6 +41,7 @@ def test_declared_dependencies_are_the_requirement_files():
     assert project["dependencies"] == _pins(REPO / "requirements.txt")
     assert project["optional-dependencies"]["test"] == _pins(REPO / "requirements-test.txt")
     assert project["optional-dependencies"]["ray"] == _pins(REPO / "requirements-ray.txt")
+    assert project["optional-dependencies"]["docs"] == _pins(REPO / "requirements-docs.txt")
     assert "torch==2.13.0" in project["dependencies"]
     embedded = {pin.split("==")[0] for pin in _pins(REPO / "requirements-embedded.txt")}
     declared = {pin.split("==")[0] for pins in [project["dependencies"], *project["optional-dependencies"].values()]
