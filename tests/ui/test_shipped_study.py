@@ -51,7 +51,7 @@ def test_results_page_shows_the_claims_and_the_test_split_scores(data_dir):
     verdicts = set(claims["verdict"].astype(str))
     assert {"reproduced", "direction reproduced, size ruled out", "check failed: above the constant"} <= verdicts
     assert "95% CI" in claims and "Holm-adjusted CI (level, family of 24)" in claims  # each interval's level
-    assert "Verdicts: reproduced: the CI is below 0" in _texts(at)
+    assert "Verdicts: reproduced: the whole CI is below 0" in _texts(at)
     scores = at.dataframe[1].value
     assert "all" in scores.columns and scores["runs"].max() > 300
 
