@@ -171,13 +171,18 @@ def test_browser_fresh_clone_opens_on_the_study_and_predicts_a_typed_prompt(fres
         settle(page)
         links = page.locator('[data-testid="stSidebarNav"] a')  # Home first (not "app"), every page listed
         first = links.first.inner_text().split()  # its icon's name ("home"), then its label
-        assert first[-1] == "Home" and "app" not in first and links.count() == len(BROWSER_PAGES), path
+        assert first[-1] == "Home" and "app" not in first and links.count() == len(BROWSER_PAGES) + 1, path  # + Docs
         assert page.locator('[data-testid="stException"]').count() == 0, path
         if path != "Drafter_vs_target":  # its "Your store" part below the study offers to train one
             assert page.get_by_text("No dataset in the store yet").count() == 0, path
         assert first_screen_data(page), f"{path}: no table, chart or metric on the first screen"
         assert cut_metrics(page) == [], f"{path}: metrics cut short"
         page.screenshot(path=str(ARTIFACTS / f"shipped_{path.lower() or 'home'}.png"), full_page=True)
+
+    page.goto(f"{fresh_server}/Docs?page=study/index", timeout=120_000)  # the docs, offline, tables rendered
+    page.get_by_role("heading", name="The study and its findings").first.wait_for(timeout=180_000)
+    assert page.get_by_text("direction reproduced, size ruled out").count() > 0
+    assert page.locator('[data-testid="stException"]').count() == 0
 
     page.goto(f"{fresh_server}/Token_entropy", timeout=120_000)
     box = page.get_by_label("Prompt")
