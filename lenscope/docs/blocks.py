@@ -13,6 +13,7 @@ import pandas as pd
 
 from lenscope.analysis.core.verdicts import VERDICT_MEANINGS
 from lenscope.benchmarks.records import read_records, records_markdown
+from lenscope.cli.benchmark import available
 from lenscope.docs.cli_reference import cli_reference
 from lenscope.docs.markdown import source_note, table
 from lenscope.docs.regions import RegionError
@@ -184,8 +185,14 @@ def preset_block(src: Sources) -> str:
 
 
 def benchmarks_block(src: Sources) -> str:
+    """Every benchmark's latest record, then the benchmarks with none yet (said, not left out)."""
     records = read_records(src.benchmarks)
-    return records_markdown(records) if records else "*No benchmark has recorded a run yet.*"
+    missing = [name for name in available() if name not in {r.benchmark for r in records}]
+    parts = [records_markdown(records)] if records else []
+    if missing:
+        parts.append("**No record yet:** " + ", ".join(f"`{name}`" for name in missing)
+                     + " (`python -m lenscope benchmark NAME` writes one).")
+    return "\n\n".join(parts)
 
 
 BLOCKS: dict[str, Callable[[Sources], str]] = {
