@@ -186,8 +186,9 @@ def test_a_collection_killed_mid_batch_resumes_without_lost_duplicated_or_damage
     env = {**os.environ, "LENSCOPE_DATA_DIR": str(data_dir)}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
-    while time.time() < deadline and proc.poll() is None:  # wait for the first stored batch, then kill -9
-        if (data_dir / "lenscope.db").exists() and len(Store().runs_frame()) > 0:
+    # wait for the first batch stored in the dataset (a run is stored, then listed in its dataset), then kill -9
+    while time.time() < deadline and proc.poll() is None:
+        if (data_dir / "lenscope.db").exists() and len(Store().runs_frame(dataset="killed")) > 0:
             break
         time.sleep(0.5)
     assert proc.poll() is None, "the collection ended before it could be killed"
