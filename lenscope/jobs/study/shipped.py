@@ -151,27 +151,8 @@ def publish_results(results: StoreResults, target: TargetModel, root: Path = RES
                 "prompts": int(runs["prompt_id"].nunique()), "test_runs": int((runs["split"] == "test").sum()),
                 "created": datetime.now(UTC).isoformat(timespec="seconds"), "rebuild": REBUILD,
                 "publish": PUBLISH, "files": written, "signature": source_signature(results)}
-    _write_manifest(root, manifest)
-    return manifest
-
-
-def _write_manifest(root: Path, manifest: dict) -> None:
     write_text(root / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     _read_study.cache_clear()
-
-
-def relabel_shipped_claims(root: Path = RESULTS_DIR) -> dict:
-    """Give the shipped claims under ``root`` the labels of this version (:func:`relabelled`: from their stored
-    numbers, none recomputed) and their new hash to the manifest; returns the manifest."""
-    study = shipped_study(root)
-    if study is None or study.json("claims.json") is None:
-        raise ValueError(f"no shipped claims under {root}")
-    path = root / "claims.json"
-    _dump(path, _finite(relabelled(study.json("claims.json"))))
-    manifest = {**study.manifest, "files": {**study.manifest["files"],
-                                            "claims.json": {**study.manifest["files"]["claims.json"],
-                                                            "sha256": sha256(path)}}}
-    _write_manifest(root, manifest)
     return manifest
 
 
