@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lenscope.figures.markdown import cell
 from lenscope.models.atomic_files import is_temporary, write_text
 from lenscope.store import settings
 
@@ -322,10 +323,6 @@ def machine_text(m: Machine) -> str:
             f"1-minute load average {load}")
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def record_markdown(record: Record, level: int = 3) -> str:
     """One benchmark's section: what it measures, the command, commit, date, machine, its figures, its last line."""
     commit = "not a git checkout" if record.commit is None else f"`{record.commit[:7]}`" + (
@@ -338,7 +335,7 @@ def record_markdown(record: Record, level: int = 3) -> str:
               f"- machine: {machine_text(record.machine)}", f"- wall time: {duration(record.wall_s)}", ""]
     if record.numbers:
         lines += ["| figure | value | unit | what |", "|---|---:|---|---|"]
-        lines += [f"| {_cell(name)} | {format_value(n.value)} | {_cell(n.unit)} | {_cell(n.what)} |"
+        lines += [f"| {cell(name)} | {format_value(n.value)} | {cell(n.unit)} | {cell(n.what)} |"
                   for name, n in record.numbers.items()]
         lines.append("")
     lines += ["Last line:", "", "```text", record.last_line, "```"]

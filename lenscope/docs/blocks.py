@@ -15,12 +15,12 @@ from lenscope.analysis.core.verdicts import VERDICT_MEANINGS
 from lenscope.benchmarks.records import read_records, records_markdown
 from lenscope.cli.benchmark import available
 from lenscope.docs.cli_reference import cli_reference
-from lenscope.docs.markdown import source_note, table
 from lenscope.docs.regions import RegionError
 from lenscope.figures.attribution import head_summary_display
 from lenscope.figures.drafter import drafter_ablation_tables
 from lenscope.figures.drafter_live import acceptance_difference_table, speculative_table
 from lenscope.figures.egtp import ablation_pivot, paired_table
+from lenscope.figures.markdown import source_note, table
 from lenscope.jobs.results.claims import claims_markdown, head_options_markdown, predictors_markdown
 from lenscope.jobs.scheduler.replay import format_seed_table, preset_seed_table
 from lenscope.jobs.study.shipped import RESULTS_DIR, ShippedStudy, shipped_study

@@ -7,7 +7,7 @@ import argparse
 
 import pandas as pd
 
-from lenscope.docs.markdown import table
+from lenscope.figures.markdown import table
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

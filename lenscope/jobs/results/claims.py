@@ -34,6 +34,7 @@ from lenscope.analysis.core.verdicts import (
     scaled_effect,
 )
 from lenscope.analysis.papers import EGTP_PLP_FALL, EGTP_PLP_MAE, EGTP_POOLING_MAE, EGTP_VS_BASELINES
+from lenscope.figures.markdown import table as markdown_table
 from lenscope.jobs.drafter.training import drafter_name
 from lenscope.jobs.egtp.heads import HEAD_VARIANTS
 from lenscope.jobs.predictors.baselines import BASELINES
@@ -484,7 +485,4 @@ def claims_display(table: pd.DataFrame) -> pd.DataFrame:
 
 def claims_markdown(table: pd.DataFrame) -> str:
     """The claims as a markdown table: :func:`claims_display`."""
-    shown = claims_display(table)
-    lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * len(shown.columns)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in shown.itertuples(index=False)]
-    return "\n".join(lines)
+    return markdown_table(claims_display(table))

@@ -1,4 +1,5 @@
-"""Markdown pieces the rendered blocks are made of."""
+"""Markdown tables: the one way a table becomes markdown (the docs' rendered blocks, the claims on the command
+line, the benchmark records)."""
 
 from __future__ import annotations
 
