@@ -52,10 +52,15 @@ def mae_by_step(frame: pd.DataFrame, max_step: int | None = None) -> pd.DataFram
     return out.rename(columns={"mean": "mae", "size": "n"})
 
 
+def bounds_text(lo: float, hi: float, fmt: str = ".1f") -> str:
+    """An interval's bounds ``[lo, hi]`` in the format ``fmt`` (``+.1f``, ``.3f``, ``+.1%``)."""
+    return f"[{lo:{fmt}}, {hi:{fmt}}]"
+
+
 def ci_text(value: float, lo: float, hi: float, signed: bool = False, digits: int = 1) -> str:
     """``value [lo, hi]`` to ``digits`` decimals (with signs for differences)."""
     fmt = f"{'+' if signed else ''}.{digits}f"
-    return f"{value:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+    return f"{value:{fmt}} {bounds_text(lo, hi, fmt)}"
 
 
 def estimate_text(est: Mapping | None, signed: bool = False, digits: int = 2, missing: str = "") -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lenscope.analysis.core.metrics import BootstrapDraws, ci_text, clipped_errors, seeded_bootstrap
+from lenscope.analysis.core.metrics import BootstrapDraws, bounds_text, ci_text, clipped_errors, seeded_bootstrap
 from lenscope.analysis.core.progress import Progress, no_progress
 from lenscope.analysis.core.splits import FOLDS
 from lenscope.analysis.core.verdicts import (
@@ -474,8 +474,9 @@ def claims_display(table: pd.DataFrame) -> pd.DataFrame:
             "claim": r["claim"], "paper": r["paper"],
             "paper's effect here": "" if effect is None else f"{effect:+.1f}",
             "MAE difference": f"{r['difference']:+.1f}" if measured else "",
-            "95% CI": f"[{r['lo95']:+.1f}, {r['hi95']:+.1f}]" if measured else "",
-            holm: f"[{r['lo']:+.1f}, {r['hi']:+.1f}] ({level_text(level)})" if measured and level is not None else "",
+            "95% CI": bounds_text(r["lo95"], r["hi95"], "+.1f") if measured else "",
+            holm: f"{bounds_text(r['lo'], r['hi'], '+.1f')} ({level_text(level)})" if measured and level is not None
+            else "",
             "prompts (runs)": f"{r['prompts']} ({r['runs']})",
             "clipped MAE difference, all runs [95% CI]": "" if clipped is None else
             f"{ci_text(clipped, r['clipped_lo'], r['clipped_hi'], signed=True)} ({r['clipped_runs']} runs)",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from lenscope.analysis.core.metrics import bounds_text
 from lenscope.analysis.core.verdicts import interval_label
 from lenscope.analysis.papers import EGTP_ATTRIBUTION_R, OUTLETS_SERVING
 from lenscope.jobs.drafter.training import drafter_name
@@ -45,10 +46,6 @@ class TourStop:
         return " · ".join(self.intervals)
 
 
-def _bounds(lo: float, hi: float, fmt: str) -> str:
-    return f"[{lo:{fmt}}, {hi:{fmt}}]"
-
-
 def _claim(claims: list[dict], starts: str) -> dict | None:
     return next((c for c in claims if c["claim"].startswith(starts) and pd.notna(c["difference"])), None)
 
@@ -59,10 +56,10 @@ def _claim_stop(title: str, page: str, claim: dict | None, what: str, paper: str
     if claim is None:
         return TourStop(title, page, None, f"{what}: not measured yet", paper)
     plain, holm = row_intervals(claim)
-    intervals = (f"{plain} {_bounds(claim['lo95'], claim['hi95'], '+.1f')}",)
+    intervals = (f"{plain} {bounds_text(claim['lo95'], claim['hi95'], '+.1f')}",)
     judged = holm != plain
     if judged:
-        intervals += (f"{holm} {_bounds(claim['lo'], claim['hi'], '+.1f')}",)
+        intervals += (f"{holm} {bounds_text(claim['lo'], claim['hi'], '+.1f')}",)
     return TourStop(title, page, f"{claim['difference']:+.1f}", intervals=intervals, rests_on=rests_on, paper=paper,
                     detail=f"{what} (tokens of MAE, out of fold, {claim.get('prompts', 0)} prompts, {claim['runs']} "
                            "runs)",
@@ -71,7 +68,7 @@ def _claim_stop(title: str, page: str, claim: dict | None, what: str, paper: str
 
 def _r_text(row: dict) -> str:
     """``r = 0.135 (95% CI [0.111, 0.163])`` of an evidence row."""
-    return f"r = {row['pearson']:.3f} ({interval_label()} {_bounds(row['pearson_lo'], row['pearson_hi'], '.3f')})"
+    return f"r = {row['pearson']:.3f} ({interval_label()} {bounds_text(row['pearson_lo'], row['pearson_hi'], '.3f')})"
 
 
 def _entropy_stop(found: tuple[dict, dict] | None) -> TourStop:
@@ -93,7 +90,7 @@ def _entropy_stop(found: tuple[dict, dict] | None) -> TourStop:
     return TourStop(title, page, f"{within['pearson']:.3f}",
                     f"{head} of token entropy with gradient importance I_t = ||dL_MSE/dh_t|| of a learned "
                     f"attention-pooling head, no entropy in its path; raw {_r_text(raw)}{between}", paper,
-                    (f"{interval_label()} {_bounds(within['pearson_lo'], within['pearson_hi'], '.3f')}",),
+                    (f"{interval_label()} {bounds_text(within['pearson_lo'], within['pearson_hi'], '.3f')}",),
                     f"{within['n_tokens']:,} tokens of {within['n_runs']} test prompts; the head trained on the train "
                     f"split for up to {settings.get('epochs', '?')} epochs (its best validation epoch kept)",
                     f"{payload['verdict']}. {payload['positive_control']}")
@@ -133,7 +130,7 @@ def scheduling_stop(preset: dict | None, epochs: int | None = None) -> TourStop:
 
     def change(name: str) -> str:
         r = rows.loc[name]
-        return f"{r.short_p99_change:+.1%} {_bounds(r.short_p99_change_lo, r.short_p99_change_hi, '+.1%')}"
+        return f"{r.short_p99_change:+.1%} {bounds_text(r.short_p99_change_lo, r.short_p99_change_hi, '+.1%')}"
 
     drafter, oracle = preset["predictor"], ORACLE.label()
     constant = next(n for n in rows.index if n not in (drafter, oracle))
