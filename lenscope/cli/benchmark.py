@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from lenscope import benchmarks
-from lenscope.benchmarks.records import first_sentence, record_run, records_folder, write_record
+from lenscope.benchmarks.records import first_sentence, record_run, write_record
 
 NO_RECORD = "--no-record"
 
@@ -47,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
         module.main(argv)
         return 0
     record = record_run(args.name, module.main, argv, first_sentence(module.__doc__ or ""))
-    path = write_record(record, args.records or records_folder())
+    path = write_record(record, args.records)
     print(f"benchmark record: {path}", file=sys.stderr)
     return 0

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lenscope.docs.blocks import Renderer, Sources
-from lenscope.docs.regions import regions, rendered, stale
+from lenscope.docs.regions import rendered, stale
 from lenscope.models.atomic_files import write_text
 
 RENDER_COMMAND = "python -m lenscope docs"
@@ -48,8 +48,6 @@ def write(root: Path, render: Callable[[str], str] | None = None) -> list[Path]:
     changed = []
     for path in documented_files(root):
         text = path.read_text(encoding="utf-8")
-        if not any(True for _ in regions(text, str(path))):
-            continue
         new = rendered(text, render, str(path))
         if new != text:
             write_text(path, new)
