@@ -29,6 +29,8 @@ from lenscope.models.numbers import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, SE
 # written all or nothing: the previous file stays until the new one is whole).
 RESUMES = "interrupted; what finished is stored, and the same command resumes"
 NOTHING_WRITTEN = "interrupted; nothing was written (a file it writes is as it was before)"
+# Each file is written all or nothing, one after another.
+PARTLY_WRITTEN = "interrupted; the files written so far are whole, the others as they were: run it again"
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):

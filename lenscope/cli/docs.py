@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lenscope.cli._common import NOTHING_WRITTEN
+from lenscope.cli._common import PARTLY_WRITTEN
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +16,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a rendered table disagrees with "
                                                         "data/ and name it")
     p.add_argument("--root", type=Path, default=None, help="the checkout (default: this one)")
-    p.set_defaults(func=run, interrupt_note=NOTHING_WRITTEN)
+    p.set_defaults(func=run, interrupt_note=PARTLY_WRITTEN)  # --check writes nothing
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,10 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lenscope.cli._common import add_model_args, dataset_arg, load_target
-
-# Each file is written all or nothing, one after another.
-PARTLY_WRITTEN = "interrupted; the files written so far are whole, the others as they were: run it again"
+from lenscope.cli._common import PARTLY_WRITTEN, add_model_args, dataset_arg, load_target
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
